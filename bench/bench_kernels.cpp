@@ -1,0 +1,323 @@
+// Kernel micro-benchmarks at tinyllama-1.1b shapes.
+//
+//   matvec  (1 token):   bytes/s of weights streamed, and "roofline" = that
+//                        over the streaming-read bandwidth measured at start.
+//                        Each iteration uses the next of many packed copies
+//                        (>= 512 MiB in all), so weights come from DRAM as in
+//                        decode, not from a warm cache.
+//   matmul  (n tokens):  FLOP/s (2 per multiply-add).
+//   attention, ops, thread pool fork/join, read bandwidth, peak loops.
+//
+// Threads: LLMSERVE_THREADS (default: physical cores). ISA: LLMSERVE_ISA.
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/fp16.h"
+#include "core/thread_pool.h"
+#include "gguf/quant.h"
+#include "kernels/attention.h"
+#include "kernels/cpu.h"
+#include "kernels/matmul.h"
+#include "kernels/ops.h"
+#include "kernels/roofline.h"
+
+namespace llmserve::bench {
+namespace {
+
+using gguf::TensorType;
+using kernels::Matrix;
+
+int threads() {
+  const char* env = std::getenv("LLMSERVE_THREADS");
+  return env ? std::atoi(env) : default_thread_count();
+}
+
+ThreadPool& pool() {
+  static ThreadPool p(threads());
+  return p;
+}
+
+double read_bandwidth_gbs() {
+  static const double gbs = kernels::measure_read_bandwidth(pool(), size_t{1} << 30, 5);
+  return gbs;
+}
+
+// Random weights of `type` made by quantizing Gaussian values where the
+// type can be quantized, random bytes with sane scales otherwise.
+std::vector<uint8_t> random_matrix(TensorType type, int64_t rows, int64_t cols) {
+  std::mt19937 rng(42);
+  const size_t rb = gguf::row_bytes(type, cols);
+  std::vector<uint8_t> out(rb * rows);
+  if (gguf::can_quantize(type)) {
+    std::normal_distribution<float> dist(0.0f, 0.02f);
+    std::vector<float> row(cols);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (auto& x : row) x = dist(rng);
+      gguf::quantize_row(type, row.data(), out.data() + r * rb, cols);
+    }
+    return out;
+  }
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (auto& b : out) b = static_cast<uint8_t>(byte(rng));
+  // Overwrite each K-quant super-block's f16 scale(s) with small normal values.
+  const size_t bb = gguf::type_info(type)->block_bytes;
+  const uint16_t small = f32_to_f16(0.01f);
+  for (size_t off = 0; off < out.size(); off += bb) {
+    if (type == TensorType::Q6_K) std::memcpy(&out[off + offsetof(gguf::BlockQ6_K, d)], &small, 2);
+    else {
+      std::memcpy(&out[off], &small, 2);
+      std::memcpy(&out[off + 2], &small, 2);
+    }
+  }
+  return out;
+}
+
+// Enough packed copies of one matrix that cycling through them defeats the caches.
+struct Copies {
+  Matrix raw;
+  std::vector<uint8_t> raw_bytes;
+  std::vector<kernels::PackedWeights> packed;
+  std::vector<Matrix> views;
+};
+
+Copies& copies(TensorType type, int64_t rows, int64_t cols, size_t min_total) {
+  static std::map<std::tuple<int, int64_t, int64_t, size_t>, Copies> cache;
+  auto key = std::make_tuple(static_cast<int>(type), rows, cols, min_total);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  Copies& c = cache[key];
+  c.raw_bytes = random_matrix(type, rows, cols);
+  c.raw = Matrix{type, c.raw_bytes.data(), rows, cols, gguf::row_bytes(type, cols)};
+  const size_t n = std::max<size_t>(1, (min_total + c.raw_bytes.size() - 1) / c.raw_bytes.size());
+  for (size_t i = 0; i < n; ++i) {
+    Matrix m = c.raw;
+    c.packed.push_back(kernels::prepare(m, &pool()));
+    c.views.push_back(m);
+  }
+  return c;
+}
+
+void matvec(benchmark::State& state, TensorType type, int64_t rows, int64_t cols) {
+  Copies& c = copies(type, rows, cols, size_t{512} << 20);
+  std::vector<float> x(cols), y(rows);
+  std::mt19937 rng(1);
+  std::normal_distribution<float> dist;
+  for (auto& v : x) v = dist(rng);
+  size_t i = 0;
+  for (auto _ : state) {
+    kernels::matmul(c.views[i], x.data(), 1, y.data(), pool());
+    if (++i == c.views.size()) i = 0;
+  }
+  benchmark::DoNotOptimize(y.data());
+  const double bytes = static_cast<double>(c.raw_bytes.size());
+  state.SetBytesProcessed(static_cast<int64_t>(bytes * state.iterations()));
+  state.counters["roofline"] = benchmark::Counter(bytes * state.iterations() / (read_bandwidth_gbs() * 1e9),
+                                                  benchmark::Counter::kIsRate);
+}
+
+void matmul(benchmark::State& state, TensorType type, int64_t rows, int64_t cols) {
+  const int64_t n_tokens = state.range(0);
+  Copies& c = copies(type, rows, cols, 0);
+  std::vector<float> x(n_tokens * cols), y(n_tokens * rows);
+  std::mt19937 rng(1);
+  std::normal_distribution<float> dist;
+  for (auto& v : x) v = dist(rng);
+  for (auto _ : state) kernels::matmul(c.views[0], x.data(), n_tokens, y.data(), pool());
+  benchmark::DoNotOptimize(y.data());
+  state.counters["FLOP/s"] = benchmark::Counter(2.0 * rows * cols * n_tokens * state.iterations(),
+                                                benchmark::Counter::kIsRate);
+}
+
+void register_matmuls() {
+  const TensorType types[] = {TensorType::Q8_0, TensorType::Q4_0, TensorType::Q4_K, TensorType::Q6_K,
+                              TensorType::F16,  TensorType::BF16, TensorType::F32};
+  const int64_t shapes[][2] = {{2048, 2048}, {5632, 2048}, {2048, 5632}, {32000, 2048}};
+  for (TensorType t : types)
+    for (const auto& s : shapes) {
+      const std::string name = std::string(gguf::type_info(t)->name) + "/" + std::to_string(s[0]) + "x" +
+                               std::to_string(s[1]);
+      benchmark::RegisterBenchmark(("matvec/" + name).c_str(), matvec, t, s[0], s[1])->UseRealTime();
+      if (s[0] != 32000)
+        benchmark::RegisterBenchmark(("matmul/" + name).c_str(), matmul, t, s[0], s[1])
+            ->UseRealTime()
+            ->Arg(8)
+            ->Arg(64)
+            ->Arg(512);
+    }
+}
+
+// All the matvecs of one decode step of a llama-shaped model, in order (each
+// layer its own weights, so nothing stays cached): the ceiling a forward pass
+// can reach. tok/s, and "roofline" = achieved over read bandwidth.
+struct ModelShape {
+  const char* name;
+  int64_t dim, hidden, kv_dim, vocab, layers;
+};
+
+void decode_matmuls(benchmark::State& state, ModelShape m, TensorType type) {
+  struct Layer {
+    kernels::PackedWeights storage;
+    Matrix w;
+  };
+  std::vector<Layer> chain;
+  size_t bytes = 0;
+  auto add = [&](int64_t rows, int64_t cols) {
+    const auto raw = random_matrix(type, rows, cols);
+    Layer l;
+    l.w = Matrix{type, raw.data(), rows, cols, gguf::row_bytes(type, cols)};
+    l.storage = kernels::prepare(l.w, &pool());
+    l.w.data = nullptr;  // only the packed copy is kept
+    bytes += raw.size();
+    chain.push_back(std::move(l));
+  };
+  const int64_t shapes[][2] = {{m.dim, m.dim},    {m.kv_dim, m.dim}, {m.kv_dim, m.dim}, {m.dim, m.dim},
+                               {m.hidden, m.dim}, {m.hidden, m.dim}, {m.dim, m.hidden}};
+  for (int64_t l = 0; l < m.layers; ++l)
+    for (const auto& s : shapes) add(s[0], s[1]);
+  add(m.vocab, m.dim);
+  std::vector<float> x(std::max(m.hidden, m.dim), 0.01f), y(m.vocab);
+  for (auto _ : state)
+    for (const Layer& l : chain) kernels::matmul(l.w, x.data(), 1, y.data(), pool());
+  state.counters["tok/s"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  state.counters["roofline"] = benchmark::Counter(
+      static_cast<double>(bytes) * state.iterations() / (read_bandwidth_gbs() * 1e9), benchmark::Counter::kIsRate);
+  state.counters["MB/token"] = static_cast<double>(bytes) / 1e6;
+}
+
+void register_decode_chains() {
+  const ModelShape models[] = {{"tinyllama", 2048, 5632, 256, 32000, 22}, {"stories110m", 768, 2048, 768, 32000, 12}};
+  for (const ModelShape& m : models)
+    for (TensorType t : {TensorType::Q8_0, TensorType::Q4_0})
+      benchmark::RegisterBenchmark((std::string("decode_matmuls/") + m.name + "/" + std::string(gguf::type_info(t)->name)).c_str(),
+                                   decode_matmuls, m, t)
+          ->UseRealTime()
+          ->Unit(benchmark::kMillisecond);
+}
+
+void BM_ReadBandwidth(benchmark::State& state) {
+  double gbs = 0;
+  for (auto _ : state) gbs = kernels::measure_read_bandwidth(pool(), size_t{1} << 30, 3);
+  state.counters["GB/s"] = gbs;
+}
+BENCHMARK(BM_ReadBandwidth)->Unit(benchmark::kMillisecond)->Iterations(3)->UseRealTime();
+
+void BM_PeakInt8(benchmark::State& state) {
+  double g = 0;
+  for (auto _ : state) g = kernels::measure_peak_int8_gops(pool());
+  state.counters["Gop/s"] = g;
+}
+BENCHMARK(BM_PeakInt8)->Unit(benchmark::kMillisecond)->Iterations(1)->UseRealTime();
+
+void BM_PeakF32(benchmark::State& state) {
+  double g = 0;
+  for (auto _ : state) g = kernels::measure_peak_f32_gflops(pool());
+  state.counters["GFLOP/s"] = g;
+}
+BENCHMARK(BM_PeakF32)->Unit(benchmark::kMillisecond)->Iterations(1)->UseRealTime();
+
+void BM_ForkJoin(benchmark::State& state) {
+  std::vector<int> sink(64);
+  for (auto _ : state) pool().run([&](int i, int) { benchmark::DoNotOptimize(sink[i * 16 % 64]); });
+}
+BENCHMARK(BM_ForkJoin)->UseRealTime();
+
+void BM_Barrier(benchmark::State& state) {
+  for (auto _ : state)
+    pool().run([&](int, int) {
+      for (int i = 0; i < 16; ++i) pool().barrier();
+    });
+  state.SetItemsProcessed(state.iterations() * 16);
+}
+BENCHMARK(BM_Barrier)->UseRealTime();
+
+// tinyllama attention: 32 query heads, 4 KV heads, head_dim 64, f16 cache.
+void attention(benchmark::State& state, TensorType kv_type, bool prefill) {
+  const int n_ctx = static_cast<int>(state.range(0));
+  const int n_q = prefill ? n_ctx : 1;
+  const kernels::AttentionShape shape{32, 4, 64};
+  const int block = 16;
+  kernels::KvLayout layout{kv_type, block, 256, gguf::row_bytes(kv_type, 256)};
+  const int n_blocks = (n_ctx + block - 1) / block;
+  std::vector<uint8_t> k(n_blocks * block * layout.row_bytes), v(k.size());
+  std::mt19937 rng(3);
+  std::normal_distribution<float> dist;
+  std::vector<float> row(256);
+  for (int64_t p = 0; p < int64_t{n_blocks} * block; ++p)
+    for (auto* cache : {&k, &v}) {
+      for (auto& x : row) x = dist(rng);
+      gguf::quantize_row(kv_type, row.data(), cache->data() + p * layout.row_bytes, 256);
+    }
+  std::vector<int32_t> table(n_blocks);
+  for (int i = 0; i < n_blocks; ++i) table[i] = n_blocks - 1 - i;  // scattered pages
+  std::vector<float> q(int64_t{n_q} * 2048), out(q.size());
+  for (auto& x : q) x = dist(rng);
+  kernels::AttentionSeq seq{q.data(), out.data(), n_q, n_ctx - n_q, table.data()};
+  for (auto _ : state) kernels::attention(shape, layout, k.data(), v.data(), &seq, 1, pool());
+  // QK^T and PV: 2 FLOPs per multiply-add, causal.
+  const double pairs = prefill ? 0.5 * n_q * (n_q + 1) : n_ctx;
+  state.counters["FLOP/s"] = benchmark::Counter(4.0 * pairs * 64 * 32 * state.iterations(), benchmark::Counter::kIsRate);
+}
+void BM_AttentionPrefillF16(benchmark::State& s) { attention(s, TensorType::F16, true); }
+void BM_AttentionDecodeF16(benchmark::State& s) { attention(s, TensorType::F16, false); }
+void BM_AttentionDecodeQ8_0(benchmark::State& s) { attention(s, TensorType::Q8_0, false); }
+BENCHMARK(BM_AttentionPrefillF16)->Arg(128)->Arg(512)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_AttentionDecodeF16)->Arg(512)->Arg(2048)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_AttentionDecodeQ8_0)->Arg(2048)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+template <class F>
+void op_bench(benchmark::State& state, F f) {
+  const int64_t n = state.range(0);
+  std::vector<float> a(n), b(n), out(n);
+  std::mt19937 rng(5);
+  std::normal_distribution<float> dist;
+  for (auto& x : a) x = dist(rng);
+  for (auto& x : b) x = dist(rng);
+  for (auto _ : state) f(a.data(), b.data(), n, out.data());
+  benchmark::DoNotOptimize(out.data());
+  state.SetItemsProcessed(state.iterations() * n);
+}
+void BM_RmsNorm(benchmark::State& s) {
+  op_bench(s, [](const float* a, const float* b, int64_t n, float* o) { kernels::rmsnorm(a, b, 1e-5f, 2048, n / 2048, o); });
+}
+void BM_SiluMul(benchmark::State& s) { op_bench(s, kernels::silu_mul); }
+void BM_Add(benchmark::State& s) { op_bench(s, kernels::add); }
+void BM_Softmax(benchmark::State& s) {
+  op_bench(s, [](const float* a, const float*, int64_t n, float* o) {
+    std::memcpy(o, a, n * sizeof(float));
+    kernels::softmax(o, n);
+  });
+}
+void BM_Rope(benchmark::State& s) {
+  op_bench(s, [](const float* a, const float*, int64_t n, float* o) {
+    static std::vector<int32_t> pos(4096);
+    for (size_t i = 0; i < pos.size(); ++i) pos[i] = static_cast<int32_t>(i);
+    std::memcpy(o, a, n * sizeof(float));
+    kernels::rope(o, n / 2048, 2048, 32, pos.data(), {64, 64, 10000.0f, 1.0f, kernels::RopeMode::normal});
+  });
+}
+BENCHMARK(BM_RmsNorm)->Arg(2048)->Arg(2048 * 512);
+BENCHMARK(BM_SiluMul)->Arg(5632)->Arg(5632 * 512);
+BENCHMARK(BM_Add)->Arg(2048)->Arg(2048 * 512);
+BENCHMARK(BM_Softmax)->Arg(32000);
+BENCHMARK(BM_Rope)->Arg(2048)->Arg(2048 * 512);
+
+}  // namespace
+}  // namespace llmserve::bench
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  llmserve::bench::register_matmuls();
+  llmserve::bench::register_decode_chains();
+  benchmark::AddCustomContext("isa", std::string(llmserve::kernels::isa_name(llmserve::kernels::active_isa())));
+  benchmark::AddCustomContext("threads", std::to_string(llmserve::bench::pool().size()));
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+}

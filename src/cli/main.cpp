@@ -1,0 +1,27 @@
+// llmserve: one binary, one subcommand per job.
+#include <cstdio>
+#include <exception>
+
+#include "cli/commands.h"
+#include "core/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"llmserve: LLM inference and serving engine for GGUF models"};
+  app.require_subcommand(1);
+  llmserve::cli::add_generate(app);
+  llmserve::cli::add_inspect(app);
+  llmserve::cli::add_tokenize(app);
+  llmserve::cli::add_gen_model(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const llmserve::Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

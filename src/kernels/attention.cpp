@@ -1,0 +1,128 @@
+// attention.h: argument checks, work items (sequence x KV head x block of
+// query rows), dynamic scheduling over the pool, and the reference.
+#include "kernels/attention.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "gguf/quant.h"
+#include "kernels/attention_isa.h"
+
+namespace llmserve::kernels {
+
+const AttentionKernels& attention_kernels(Isa isa) {
+  switch (isa) {
+    case Isa::avx512: return avx512::kAttentionKernels;
+    case Isa::avx2: return avx2::kAttentionKernels;
+    case Isa::scalar: break;
+  }
+  return scalar::kAttentionKernels;
+}
+
+namespace {
+
+void check(const AttentionShape& s, const KvLayout& l, const uint8_t* k, const uint8_t* v, const AttentionSeq* seqs,
+           int n_seqs) {
+  if (s.n_head <= 0 || s.n_head_kv <= 0 || s.head_dim <= 0 || s.n_head % s.n_head_kv != 0)
+    throw Error("attention: invalid shape (n_head " + std::to_string(s.n_head) + ", n_head_kv " +
+                std::to_string(s.n_head_kv) + ", head_dim " + std::to_string(s.head_dim) + ")");
+  const bool type_ok = l.type == gguf::TensorType::F32 || l.type == gguf::TensorType::F16 ||
+                       (l.type == gguf::TensorType::Q8_0 && l.kv_dim % 32 == 0);
+  if (!type_ok) throw Error("attention: KV cache type must be f32, f16 or q8_0 (with kv_dim % 32 == 0)");
+  if (l.kv_dim != s.n_head_kv * s.head_dim || l.block_size <= 0 || l.row_bytes != gguf::row_bytes(l.type, l.kv_dim))
+    throw Error("attention: KV layout (kv_dim " + std::to_string(l.kv_dim) + ", block_size " +
+                std::to_string(l.block_size) + ", row_bytes " + std::to_string(l.row_bytes) +
+                ") does not match the shape");
+  if (n_seqs < 0 || (n_seqs > 0 && !seqs)) throw Error("attention: no sequences");
+  for (int i = 0; i < n_seqs; ++i) {
+    const AttentionSeq& q = seqs[i];
+    if (q.n_q < 0 || q.pos0 < 0) throw Error("attention: sequence " + std::to_string(i) + " has a negative size");
+    if (q.n_q > 0 && (!q.q || !q.out || !q.block_table || !k || !v))
+      throw Error("attention: sequence " + std::to_string(i) + " has a null buffer");
+  }
+}
+
+struct alignas(64) CacheLine {
+  float f[16];
+};
+
+}  // namespace
+
+void attention(const AttentionShape& shape, const KvLayout& layout, const uint8_t* k, const uint8_t* v,
+               const AttentionSeq* seqs, int n_seqs, ThreadPool& pool) {
+  check(shape, layout, k, v, seqs, n_seqs);
+  const AttentionKernels& kern = attention_kernels(active_isa());
+  const int group = shape.n_head / shape.n_head_kv;
+  // About 64 query rows per item: enough reuse of each converted key and
+  // value block, and enough items to balance the threads in prefill.
+  const int tokens_per_item = group >= 64 ? 1 : 64 / group;
+  thread_local std::vector<AttentionItem> items_buf;  // the caller's: workers use it through `items`
+  std::vector<AttentionItem>& items = items_buf;
+  items.clear();
+  for (int s = 0; s < n_seqs; ++s)
+    for (int t0 = 0; t0 < seqs[s].n_q; t0 += tokens_per_item)
+      for (int h = 0; h < shape.n_head_kv; ++h)
+        items.push_back({&seqs[s], h, t0, std::min(seqs[s].n_q, t0 + tokens_per_item)});
+  // Longest first (cost ~ rows x keys), so the last items to finish are short.
+  auto cost = [](const AttentionItem& it) { return int64_t{it.t1 - it.t0} * (it.seq->pos0 + it.t1); };
+  std::stable_sort(items.begin(), items.end(), [&](const auto& a, const auto& b) { return cost(a) > cost(b); });
+
+  const AttentionCall call{shape, layout, k, v};
+  const int64_t scratch_floats = attention_scratch_floats(int64_t{group} * tokens_per_item, shape.head_dim, kern.lanes);
+  std::atomic<size_t> next{0};
+  pool.run([&](int, int) {
+    thread_local std::vector<CacheLine> scratch;
+    if (scratch.size() * 16 < static_cast<size_t>(scratch_floats)) scratch.resize((scratch_floats + 15) / 16);
+    for (size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < items.size();)
+      kern.item(call, items[i], scratch.data()->f);
+  });
+}
+
+void attention_reference(const AttentionShape& shape, const KvLayout& layout, const uint8_t* k, const uint8_t* v,
+                         const AttentionSeq* seqs, int n_seqs) {
+  check(shape, layout, k, v, seqs, n_seqs);
+  const int group = shape.n_head / shape.n_head_kv, hd = shape.head_dim;
+  const int64_t q_stride = int64_t{shape.n_head} * hd;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+  std::vector<float> krow(layout.kv_dim), vrow(layout.kv_dim);
+  std::vector<double> scores, acc(hd);
+  for (int s = 0; s < n_seqs; ++s) {
+    const AttentionSeq& seq = seqs[s];
+    auto row = [&](const uint8_t* base, int64_t pos, float* dst) {
+      const int64_t block = seq.block_table[pos / layout.block_size];
+      const uint8_t* src = base + (block * layout.block_size + pos % layout.block_size) * layout.row_bytes;
+      gguf::dequantize_row(layout.type, src, dst, layout.kv_dim);
+    };
+    for (int t = 0; t < seq.n_q; ++t) {
+      const int64_t n_keys = int64_t{seq.pos0} + t + 1;
+      for (int h = 0; h < shape.n_head; ++h) {
+        const float* q = seq.q + t * q_stride + int64_t{h} * hd;
+        const int64_t off = int64_t{h / group} * hd;
+        scores.assign(n_keys, 0.0);
+        double mx = -INFINITY;
+        for (int64_t j = 0; j < n_keys; ++j) {
+          row(k, j, krow.data());
+          double dot = 0;
+          for (int d = 0; d < hd; ++d) dot += static_cast<double>(q[d]) * krow[off + d];
+          scores[j] = dot * scale;
+          mx = std::max(mx, scores[j]);
+        }
+        double sum = 0;
+        for (auto& sc : scores) sum += (sc = std::exp(sc - mx));
+        std::fill(acc.begin(), acc.end(), 0.0);
+        for (int64_t j = 0; j < n_keys; ++j) {
+          row(v, j, vrow.data());
+          for (int d = 0; d < hd; ++d) acc[d] += scores[j] * vrow[off + d];
+        }
+        float* out = seq.out + t * q_stride + int64_t{h} * hd;
+        for (int d = 0; d < hd; ++d) out[d] = static_cast<float>(acc[d] / sum);
+      }
+    }
+  }
+}
+
+}  // namespace llmserve::kernels

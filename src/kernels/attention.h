@@ -1,0 +1,49 @@
+#pragma once
+// Exact causal attention over a paged KV cache (PagedAttention layout), for
+// prefill chunks (many queries) and decode (one query) alike. A contiguous
+// per-sequence cache is the special case of one block of n_ctx rows.
+#include <cstddef>
+#include <cstdint>
+
+#include "core/thread_pool.h"
+#include "gguf/types.h"
+
+namespace llmserve::kernels {
+
+struct AttentionShape {
+  int n_head = 0;     // query heads
+  int n_head_kv = 0;  // KV heads; n_head / n_head_kv query heads share one (GQA)
+  int head_dim = 0;
+};
+
+// One layer's K (or V) storage: blocks of `block_size` token rows; a row is
+// kv_dim = n_head_kv * head_dim values of `type` (F32, F16 or Q8_0; Q8_0
+// needs kv_dim % 32 == 0 and its 32-blocks may span heads). Block b starts
+// at base + b * block_size * row_bytes.
+struct KvLayout {
+  gguf::TensorType type = gguf::TensorType::F16;
+  int block_size = 16;
+  int kv_dim = 0;
+  size_t row_bytes = 0;  // gguf::row_bytes(type, kv_dim)
+};
+
+// One sequence's queries within a batch.
+struct AttentionSeq {
+  const float* q = nullptr;  // [n_q][n_head * head_dim]
+  float* out = nullptr;      // [n_q][n_head * head_dim]
+  int n_q = 0;
+  int pos0 = 0;              // query i is at position pos0 + i and sees KV positions 0 .. pos0 + i
+  const int32_t* block_table = nullptr;  // logical block -> physical block; covers pos0 + n_q positions
+};
+
+// Tiled over KV blocks with an online softmax (FlashAttention-style: no
+// score matrix beyond one tile), GQA-aware, scale 1/sqrt(head_dim).
+void attention(const AttentionShape& shape, const KvLayout& layout, const uint8_t* k, const uint8_t* v,
+               const AttentionSeq* seqs, int n_seqs, ThreadPool& pool);
+
+// The oracle: every KV row decoded with the reference dequantizers, a full
+// score vector per query, two-pass softmax, double accumulation.
+void attention_reference(const AttentionShape& shape, const KvLayout& layout, const uint8_t* k, const uint8_t* v,
+                         const AttentionSeq* seqs, int n_seqs);
+
+}  // namespace llmserve::kernels

@@ -1,0 +1,195 @@
+#pragma once
+// The attention worker written once against a float-vector type VF (see
+// simd_scalar.h) and instantiated per ISA; everything is a template on VF so
+// instantiations compiled with different ISA flags never share a symbol.
+//
+// One work item = one KV head x a block of query tokens: the M = group x
+// tokens query rows that read the same keys. Keys go by blocks of N (the
+// vector width):
+//   S[M][N]  = Q K_blk^T      K block transposed once, then one FMA per
+//                             (row, dim) updates N scores;
+//   online softmax per row    running max m and sum l; O rescaled when m grows;
+//   O[M][hd] += P V_blk       V block converted once, 4-row register tiles.
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/attention_isa.h"
+
+namespace llmserve::kernels::attention_impl {
+
+template <class VF>
+struct Layout {
+  static constexpr int N = VF::N;
+  static constexpr int kQkRows = 8;           // rows per QK^T register tile
+  static constexpr int kPvRows = 4;           // rows per PV register tile
+  static constexpr int kPvCols = N == 16 ? 4 : 2;  // vectors per PV tile row (fits the register file)
+};
+
+// Loads KV head `kv_head` of the cache row at `pos` as floats into
+// dst[0..hdp), zero-padded. Rows are found through the sequence's block table.
+template <class VF>
+void load_row(const AttentionCall& c, const uint8_t* base, const AttentionSeq& seq, int64_t pos, int kv_head,
+              float* dst, int64_t hdp) {
+  const KvLayout& l = c.layout;
+  const int64_t block = seq.block_table[pos / l.block_size];
+  const uint8_t* row = base + (block * l.block_size + pos % l.block_size) * static_cast<int64_t>(l.row_bytes);
+  const int hd = c.shape.head_dim;
+  const int64_t first = static_cast<int64_t>(kv_head) * hd;  // element index within the row
+  if (l.type == gguf::TensorType::Q8_0) {
+    // 34-byte blocks of f16 scale + 32 int8; a head may start mid-block.
+    for (int d = 0; d < hd;) {
+      const int64_t e = first + d;
+      const uint8_t* blk = row + e / 32 * 34;
+      uint16_t h;
+      std::memcpy(&h, blk, 2);
+      const float scale = VF::f16(h);
+      const auto* qs = reinterpret_cast<const int8_t*>(blk + 2);
+      for (int64_t i = e % 32; i < 32 && d < hd; ++i, ++d) dst[d] = scale * static_cast<float>(qs[i]);
+    }
+    for (int64_t d = hd; d < hdp; ++d) dst[d] = 0;
+    return;
+  }
+  for (int64_t d = 0; d < hdp; d += VF::N) {
+    const int lanes = hd - d >= VF::N ? VF::N : static_cast<int>(hd - d);
+    VF v = VF::zero();
+    if (l.type == gguf::TensorType::F32) {
+      const float* p = reinterpret_cast<const float*>(row) + first + d;
+      if (lanes == VF::N) v = VF::load(p);
+      else if (lanes > 0) v = VF::load(p, lanes);
+    } else {
+      const uint16_t* p = reinterpret_cast<const uint16_t*>(row) + first + d;
+      if (lanes == VF::N) v = VF::load(p);
+      else if (lanes > 0) v = VF::load(p, lanes);
+    }
+    v.store(dst + d);
+  }
+}
+
+// S[i..i+8) = Qs[i..i+8) . KT  (one vector of N scores per row).
+template <class VF>
+void qk_tile(const float* qs, int64_t hdp, const float* kt, int head_dim, float* s) {
+  constexpr int R = Layout<VF>::kQkRows, N = VF::N;
+  VF acc[R];
+  for (auto& v : acc) v = VF::zero();
+  for (int d = 0; d < head_dim; ++d) {
+    const VF k = VF::load(kt + d * N);
+    for (int r = 0; r < R; ++r) acc[r] = fma(VF::set1(qs[r * hdp + d]), k, acc[r]);
+  }
+  for (int r = 0; r < R; ++r) acc[r].store(s + r * N);
+}
+
+// O[i..i+4)[c0 .. c0 + C N) += P[i..i+4)[0..nk) . Vb[0..nk)[same columns].
+template <class VF, int C>
+void pv_tile(float* o, int64_t hdp, const float* p, const float* vb, int nk) {
+  constexpr int R = Layout<VF>::kPvRows, N = VF::N;
+  VF acc[R][C];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) acc[r][c] = VF::load(o + r * hdp + c * N);
+  for (int j = 0; j < nk; ++j) {
+    VF v[C];
+    for (int c = 0; c < C; ++c) v[c] = VF::load(vb + j * hdp + c * N);
+    for (int r = 0; r < R; ++r) {
+      const VF pj = VF::set1(p[r * N + j]);
+      for (int c = 0; c < C; ++c) acc[r][c] = fma(pj, v[c], acc[r][c]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) acc[r][c].store(o + r * hdp + c * N);
+}
+
+template <class VF>
+void item(const AttentionCall& c, const AttentionItem& it, float* scratch) {
+  constexpr int N = VF::N;
+  using L = Layout<VF>;
+  const AttentionSeq& seq = *it.seq;
+  const int kv_head = it.kv_head;
+  const int64_t t0 = it.t0, t1 = it.t1, pos0 = seq.pos0;
+  const int head_dim = c.shape.head_dim;
+  const int64_t q_stride = static_cast<int64_t>(c.shape.n_head) * head_dim;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  const int group = c.shape.n_head / c.shape.n_head_kv;
+  const int64_t rows = group * (t1 - t0);
+  const int64_t padded = (rows + 7) / 8 * 8;
+  const int64_t hdp = (head_dim + N - 1) / N * N;
+  float* qs = scratch;             // [padded][hdp] queries, pre-scaled
+  float* o = qs + padded * hdp;    // [padded][hdp] unnormalized output
+  float* s = o + padded * hdp;     // [padded][N] scores, then probabilities
+  float* m = s + padded * N;       // [padded] running max
+  float* l = m + padded;           // [padded] running sum
+  float* kt = l + padded;          // [head_dim][N] key block, transposed
+  float* vb = kt + static_cast<int64_t>(head_dim) * N;  // [N][hdp] value block
+  float* row = vb + N * hdp;       // [hdp] one converted key row
+
+  std::memset(qs, 0, sizeof(float) * padded * hdp);
+  std::memset(o, 0, sizeof(float) * padded * hdp);
+  for (int64_t i = 0; i < padded; ++i) {
+    m[i] = -INFINITY;
+    l[i] = 0;
+  }
+  for (int64_t i = 0; i < rows; ++i) {
+    const float* src = seq.q + (t0 + i / group) * q_stride + (static_cast<int64_t>(kv_head) * group + i % group) * head_dim;
+    for (int d = 0; d < head_dim; ++d) qs[i * hdp + d] = src[d] * scale;
+  }
+
+  const int64_t kv_end = pos0 + t1;
+  for (int64_t j0 = 0; j0 < kv_end; j0 += N) {
+    const int nk = kv_end - j0 >= N ? N : static_cast<int>(kv_end - j0);
+    for (int j = 0; j < N; ++j) {
+      if (j < nk) {
+        load_row<VF>(c, c.k, seq, j0 + j, kv_head, row, hdp);
+        for (int d = 0; d < head_dim; ++d) kt[d * N + j] = row[d];
+        load_row<VF>(c, c.v, seq, j0 + j, kv_head, vb + j * hdp, hdp);
+      } else {
+        for (int d = 0; d < head_dim; ++d) kt[d * N + j] = 0;
+      }
+    }
+    // Rows before `first` (tokens earlier than j0) see no key of this block.
+    const int64_t first_token = j0 - pos0 - t0;
+    const int64_t first = first_token > 0 ? first_token * group : 0;
+    const int64_t tile0 = first / 8 * 8;
+    for (int64_t i = tile0; i < padded; i += L::kQkRows) qk_tile<VF>(qs + i * hdp, hdp, kt, head_dim, s + i * N);
+    for (int64_t i = tile0; i < padded; ++i) {
+      float* si = s + i * N;
+      if (i < first || i >= rows) {
+        VF::zero().store(si);
+        continue;
+      }
+      const int64_t last_key = pos0 + t0 + i / group;  // causal: keys <= this position
+      const int visible = last_key - j0 + 1 >= nk ? nk : static_cast<int>(last_key - j0 + 1);
+      const VF sc = keep_first(VF::load(si), visible, -INFINITY);
+      const float block_max = sc.reduce_max();
+      const float mx = block_max > m[i] ? block_max : m[i];
+      const VF p = exp(sc - VF::set1(mx));
+      p.store(si);
+      if (mx > m[i]) {
+        const float corr = std::exp(m[i] - mx);  // 0 while m is -inf; rare afterwards
+        l[i] *= corr;
+        const VF c = VF::set1(corr);
+        for (int64_t d = 0; d < hdp; d += N) (VF::load(o + i * hdp + d) * c).store(o + i * hdp + d);
+        m[i] = mx;
+      }
+      l[i] += p.reduce_add();
+    }
+    const int64_t pv0 = first / L::kPvRows * L::kPvRows;
+    for (int64_t i = pv0; i < padded; i += L::kPvRows) {
+      int64_t c0 = 0;
+      for (; c0 + L::kPvCols * N <= hdp; c0 += L::kPvCols * N)
+        pv_tile<VF, L::kPvCols>(o + i * hdp + c0, hdp, s + i * N, vb + c0, nk);
+      for (; c0 < hdp; c0 += N) pv_tile<VF, 1>(o + i * hdp + c0, hdp, s + i * N, vb + c0, nk);
+    }
+  }
+
+  for (int64_t i = 0; i < rows; ++i) {
+    float* dst = seq.out + (t0 + i / group) * q_stride + (static_cast<int64_t>(kv_head) * group + i % group) * head_dim;
+    const float inv = 1.0f / l[i];
+    for (int d = 0; d < head_dim; ++d) dst[d] = o[i * hdp + d] * inv;
+  }
+}
+
+template <class VF>
+constexpr AttentionKernels attention_table() {
+  return {VF::N, item<VF>};
+}
+
+}  // namespace llmserve::kernels::attention_impl

@@ -1,0 +1,91 @@
+#include "kernels/cpu.h"
+
+#include <cpuid.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+#include "core/error.h"
+
+namespace llmserve::kernels {
+
+namespace {
+
+struct Regs {
+  uint32_t a = 0, b = 0, c = 0, d = 0;
+};
+
+Regs cpuid(uint32_t leaf, uint32_t subleaf) {
+  Regs r;
+  if (!__get_cpuid_count(leaf, subleaf, &r.a, &r.b, &r.c, &r.d)) return Regs{};
+  return r;
+}
+
+bool bit(uint32_t reg, int n) { return (reg >> n) & 1u; }
+
+// XCR0: which register state the OS saves on a context switch.
+uint64_t xgetbv0() {
+  uint32_t lo, hi;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  return (static_cast<uint64_t>(hi) << 32) | lo;
+}
+
+Isa detect() {
+  const Regs l1 = cpuid(1, 0);
+  const bool osxsave = bit(l1.c, 27);
+  if (!osxsave || !bit(l1.c, 28) /*avx*/) return Isa::scalar;
+  const uint64_t xcr0 = xgetbv0();
+  const bool ymm_state = (xcr0 & 0x6) == 0x6;      // SSE + AVX
+  const bool zmm_state = (xcr0 & 0xe6) == 0xe6;    // + opmask, ZMM_Hi256, Hi16_ZMM
+  const Regs l7 = cpuid(7, 0);
+  const bool avx2 = ymm_state && bit(l7.b, 5) && bit(l1.c, 12) /*fma*/ && bit(l1.c, 29) /*f16c*/;
+  if (!avx2) return Isa::scalar;
+  const bool avx512 = zmm_state && bit(l7.b, 16) /*f*/ && bit(l7.b, 17) /*dq*/ && bit(l7.b, 30) /*bw*/ &&
+                      bit(l7.b, 31) /*vl*/ && bit(l7.c, 11) /*vnni*/;
+  return avx512 ? Isa::avx512 : Isa::avx2;
+}
+
+Isa from_env(Isa detected) {
+  const char* env = std::getenv("LLMSERVE_ISA");
+  if (env == nullptr || *env == 0) return detected;
+  const std::string_view s(env);
+  Isa want;
+  if (s == "scalar") want = Isa::scalar;
+  else if (s == "avx2") want = Isa::avx2;
+  else if (s == "avx512") want = Isa::avx512;
+  else throw Error("LLMSERVE_ISA=" + std::string(s) + ": expected scalar, avx2 or avx512");
+  return want < detected ? want : detected;
+}
+
+std::atomic<int>& active() {
+  static std::atomic<int> isa{static_cast<int>(from_env(detected_isa()))};
+  return isa;
+}
+
+}  // namespace
+
+std::string_view isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::scalar: return "scalar";
+    case Isa::avx2: return "avx2";
+    case Isa::avx512: return "avx512";
+  }
+  return "unknown";
+}
+
+Isa detected_isa() {
+  static const Isa isa = detect();
+  return isa;
+}
+
+Isa active_isa() { return static_cast<Isa>(active().load(std::memory_order_relaxed)); }
+
+Isa set_isa(Isa isa) {
+  const Isa clamped = isa < detected_isa() ? isa : detected_isa();
+  active().store(static_cast<int>(clamped), std::memory_order_relaxed);
+  return clamped;
+}
+
+}  // namespace llmserve::kernels

@@ -1,0 +1,289 @@
+// AVX2 (+FMA, F16C) matmul kernels over the panel layout. A 64-byte group
+// vector of a panel is two 256-bit halves, rows 0-7 and 8-15; each block is
+// processed half by half while its cache lines are in L1, so the weights are
+// still read from memory once.
+//
+// Without VNNI the byte products come from vpmaddubsw (u8 x s8 -> pairs
+// summed into saturating int16) and vpmaddwd. The formats' codes are small
+// enough that several groups can be summed in int16 before widening. Q8_0's
+// codes are full bytes, so it uses |w| x sign(w) x instead (no offset).
+//
+// Compiled with AVX2 flags: everything stays in this namespace (see
+// matmul_avx512.cpp).
+#include "kernels/immintrin_quiet.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "kernels/panel.h"
+
+namespace llmserve::kernels::avx2 {
+
+namespace {
+
+constexpr int kTokenBlock = 16;
+
+__m256 load_f16x8(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+__m256i load256(const uint8_t* p) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(p)); }
+
+__m256i broadcast4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
+// Lanes [0, n) set, for stores of a partial panel half.
+__m256i lane_mask(int n) {
+  const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), idx);
+}
+
+void store_half(float* y, int rows_in_half, __m256 v) {
+  if (rows_in_half >= 8) _mm256_storeu_ps(y, v);
+  else if (rows_in_half > 0) _mm256_maskstore_ps(y, lane_mask(rows_in_half), v);
+}
+
+float hmax(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  return _mm_cvtss_f32(m);
+}
+
+int hsum(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+  return _mm_cvtsi128_si32(s);
+}
+
+void quantize(const float* x, int64_t cols, Q8Act* out) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  for (int64_t b = 0; b < cols / kQBlock; ++b, x += kQBlock) {
+    __m256 v[4];
+    for (int i = 0; i < 4; ++i) v[i] = _mm256_loadu_ps(x + 8 * i);
+    const __m256 m01 = _mm256_max_ps(_mm256_andnot_ps(sign, v[0]), _mm256_andnot_ps(sign, v[1]));
+    const __m256 m23 = _mm256_max_ps(_mm256_andnot_ps(sign, v[2]), _mm256_andnot_ps(sign, v[3]));
+    const float amax = hmax(_mm256_max_ps(m01, m23));
+    const float id = amax > 0 ? 127.0f / amax : 0.0f;
+    const __m256 vid = _mm256_set1_ps(id);
+    __m256i q[4];
+    for (int i = 0; i < 4; ++i) q[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], vid));  // nearest even
+    // The packs work per 128-bit lane; the permute restores element order.
+    const __m256i bytes = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+    Q8Act& a = out[b];
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(a.qs),
+                        _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+    const int s0 = hsum(_mm256_add_epi32(q[0], q[1])), s1 = hsum(_mm256_add_epi32(q[2], q[3]));
+    a.d = amax / 127.0f;
+    a.dsum_lo = a.d * static_cast<float>(s0);
+    a.dsum_hi = a.d * static_cast<float>(s1);
+    a.dsum = a.d * static_cast<float>(s0 + s1);
+  }
+}
+
+// One panel half of one block (see avx512's Block).
+struct Block {
+  __m256i g[8];
+  __m256 s_lo, s_hi, m_lo, m_hi;
+};
+
+void unpack_nibbles(const uint8_t* p, int half, __m256i* g) {
+  const __m256i low4 = _mm256_set1_epi8(15);
+  for (int j = 0; j < 4; ++j) {
+    const __m256i v = load256(p + 64 * j + 32 * half);
+    g[j] = _mm256_and_si256(v, low4);
+    g[j + 4] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+  }
+}
+
+// Codes small enough that maddubs cannot saturate: product pairs of
+// `kInt16Groups` groups may be summed in int16 before widening.
+__m256i dot_unsigned(const Block& k, int j, __m256i x) { return _mm256_maddubs_epi16(k.g[j], x); }
+
+struct Q8_0 {
+  static constexpr bool kTwoScales = false;
+  static constexpr int kInt16Groups = 1;  // |w| <= 128: one pair sum is up to 32512
+  static void load(const uint8_t* panel, int64_t nb, int64_t b, int half, Block& k) {
+    const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+    for (int j = 0; j < 8; ++j) k.g[j] = _mm256_xor_si256(load256(panel + b * 512 + 64 * j + 32 * half), flip);
+    k.s_lo = load_f16x8(panel + nb * 512 + b * 32 + 16 * half);
+    k.m_lo = _mm256_setzero_ps();  // signed weights: no offset to undo
+  }
+  static __m256i dot(const Block& k, int j, __m256i x) {
+    return _mm256_maddubs_epi16(_mm256_abs_epi8(k.g[j]), _mm256_sign_epi8(x, k.g[j]));
+  }
+};
+
+struct Q4_0 {
+  static constexpr bool kTwoScales = false;
+  static constexpr int kInt16Groups = 4;  // 4 * 2 * 15 * 127 < 32768
+  static void load(const uint8_t* panel, int64_t nb, int64_t b, int half, Block& k) {
+    unpack_nibbles(panel + b * 256, half, k.g);
+    k.s_lo = load_f16x8(panel + nb * 256 + b * 32 + 16 * half);
+    k.m_lo = _mm256_mul_ps(k.s_lo, _mm256_set1_ps(8.0f));
+  }
+  static __m256i dot(const Block& k, int j, __m256i x) { return dot_unsigned(k, j, x); }
+};
+
+__m256 u8x8_to_ps(const uint8_t* p) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+}
+__m256 i8x8_to_ps(const uint8_t* p) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+}
+
+struct Q4_K {
+  static constexpr bool kTwoScales = false;
+  static constexpr int kInt16Groups = 4;
+  static void load(const uint8_t* panel, int64_t nb, int64_t b, int half, Block& k) {
+    const int64_t s = b / 8, c = b % 8;
+    unpack_nibbles(panel + s * 2048 + c * 256, half, k.g);
+    const uint8_t* meta = panel + nb / 8 * 2048 + s * 320;
+    k.s_lo = _mm256_mul_ps(load_f16x8(meta + 16 * half), u8x8_to_ps(meta + 64 + c * 16 + 8 * half));
+    k.m_lo = _mm256_mul_ps(load_f16x8(meta + 32 + 16 * half), u8x8_to_ps(meta + 192 + c * 16 + 8 * half));
+  }
+  static __m256i dot(const Block& k, int j, __m256i x) { return dot_unsigned(k, j, x); }
+};
+
+struct Q6_K {
+  static constexpr bool kTwoScales = true;
+  static constexpr int kInt16Groups = 2;  // 2 * 2 * 63 * 127 < 32768
+  static void load(const uint8_t* panel, int64_t nb, int64_t b, int half, Block& k) {
+    const int64_t s = b / 8, c = b % 8;
+    const uint8_t* codes = panel + s * 3072 + c * 384;
+    unpack_nibbles(codes, half, k.g);
+    const __m256i top = _mm256_set1_epi8(0x30);
+    for (int h = 0; h < 2; ++h) {
+      const __m256i v = load256(codes + 256 + 64 * h + 32 * half);
+      const __m256i shifted[4] = {_mm256_slli_epi16(v, 4), _mm256_slli_epi16(v, 2), v, _mm256_srli_epi16(v, 2)};
+      for (int i = 0; i < 4; ++i) k.g[4 * h + i] = _mm256_or_si256(k.g[4 * h + i], _mm256_and_si256(shifted[i], top));
+    }
+    const uint8_t* meta = panel + nb / 8 * 3072 + s * 288;
+    const __m256 d = load_f16x8(meta + 16 * half);
+    k.s_lo = _mm256_mul_ps(d, i8x8_to_ps(meta + 32 + (2 * c) * 16 + 8 * half));
+    k.s_hi = _mm256_mul_ps(d, i8x8_to_ps(meta + 32 + (2 * c + 1) * 16 + 8 * half));
+    k.m_lo = _mm256_mul_ps(k.s_lo, _mm256_set1_ps(32.0f));
+    k.m_hi = _mm256_mul_ps(k.s_hi, _mm256_set1_ps(32.0f));
+  }
+  static __m256i dot(const Block& k, int j, __m256i x) { return dot_unsigned(k, j, x); }
+};
+
+// Integer sum over groups j0..j0+3 for 8 rows.
+template <class Format>
+__m256i dot_groups(const Block& k, int j0, const int8_t* xq) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i sum = _mm256_setzero_si256();
+  for (int j = j0; j < j0 + 4; j += Format::kInt16Groups) {
+    __m256i pairs = Format::dot(k, j, broadcast4(xq + 4 * j));
+    for (int u = 1; u < Format::kInt16Groups; ++u)
+      pairs = _mm256_add_epi16(pairs, Format::dot(k, j + u, broadcast4(xq + 4 * (j + u))));
+    sum = _mm256_add_epi32(sum, _mm256_madd_epi16(pairs, ones));
+  }
+  return sum;
+}
+
+template <class Format>
+void panel_quant(const PanelArgs& a) {
+  const int64_t nb = a.cols / kQBlock;
+  const auto* acts = static_cast<const Q8Act*>(a.x);
+  for (int64_t t0 = 0; t0 < a.n_tokens; t0 += kTokenBlock) {
+    const int nt = static_cast<int>(std::min<int64_t>(kTokenBlock, a.n_tokens - t0));
+    __m256 acc[kTokenBlock][2];
+    for (int t = 0; t < nt; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      for (int half = 0; half < 2; ++half) {
+        Block k;
+        Format::load(a.panel, nb, b, half, k);
+        const Q8Act* x = acts + t0 * nb + b;
+        for (int t = 0; t < nt; ++t, x += nb) {
+          const __m256i lo = dot_groups<Format>(k, 0, x->qs), hi = dot_groups<Format>(k, 4, x->qs);
+          __m256& out = acc[t][half];
+          if constexpr (Format::kTwoScales) {
+            const __m256 f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hi), k.s_hi, _mm256_mul_ps(_mm256_cvtepi32_ps(lo), k.s_lo));
+            out = _mm256_fmadd_ps(f, _mm256_set1_ps(x->d), out);
+            out = _mm256_fnmadd_ps(k.m_lo, _mm256_set1_ps(x->dsum_lo), out);
+            out = _mm256_fnmadd_ps(k.m_hi, _mm256_set1_ps(x->dsum_hi), out);
+          } else {
+            const __m256 sum = _mm256_cvtepi32_ps(_mm256_add_epi32(lo, hi));
+            out = _mm256_fmadd_ps(sum, _mm256_mul_ps(k.s_lo, _mm256_set1_ps(x->d)), out);
+            out = _mm256_fnmadd_ps(k.m_lo, _mm256_set1_ps(x->dsum), out);
+          }
+        }
+      }
+    }
+    for (int t = 0; t < nt; ++t)
+      for (int half = 0; half < 2; ++half) store_half(a.y + (t0 + t) * a.y_stride + 8 * half, a.rows - 8 * half, acc[t][half]);
+  }
+}
+
+struct F32 {
+  static __m256 load(const uint8_t* p, int64_t c, int half) {
+    return _mm256_load_ps(reinterpret_cast<const float*>(p + c * 64 + 32 * half));
+  }
+};
+struct F16 {
+  static __m256 load(const uint8_t* p, int64_t c, int half) {
+    return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(p + c * 32 + 16 * half)));
+  }
+};
+struct BF16 {
+  static __m256 load(const uint8_t* p, int64_t c, int half) {
+    const __m256i h = _mm256_cvtepu16_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(p + c * 32 + 16 * half)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(h, 16));
+  }
+};
+
+// T tokens x both halves in registers (16 ymm registers allow T <= 4).
+template <class Format, int T>
+void float_tile(const PanelArgs& a, int64_t t0) {
+  constexpr int C = T == 1 ? 2 : 1;  // chains to hide FMA latency
+  __m256 acc[C][T][2];
+  for (auto& chain : acc)
+    for (auto& tok : chain) tok[0] = tok[1] = _mm256_setzero_ps();
+  const float* x = static_cast<const float*>(a.x) + t0 * a.x_stride;
+  const int64_t xs = a.x_stride;
+  int64_t c = 0;
+  auto step = [&](int u, int64_t col) {
+    const __m256 w0 = Format::load(a.panel, col, 0), w1 = Format::load(a.panel, col, 1);
+    for (int t = 0; t < T; ++t) {
+      const __m256 xv = _mm256_set1_ps(x[t * xs + col]);
+      acc[u][t][0] = _mm256_fmadd_ps(w0, xv, acc[u][t][0]);
+      acc[u][t][1] = _mm256_fmadd_ps(w1, xv, acc[u][t][1]);
+    }
+  };
+  for (; c + C <= a.cols; c += C)
+    for (int u = 0; u < C; ++u) step(u, c + u);
+  for (; c < a.cols; ++c) step(0, c);
+  for (int t = 0; t < T; ++t)
+    for (int half = 0; half < 2; ++half) {
+      __m256 sum = acc[0][t][half];
+      for (int u = 1; u < C; ++u) sum = _mm256_add_ps(sum, acc[u][t][half]);
+      store_half(a.y + (t0 + t) * a.y_stride + 8 * half, a.rows - 8 * half, sum);
+    }
+}
+
+constexpr int kFloatTokens = 4;
+
+template <class Format, int... T>
+void panel_float_impl(const PanelArgs& a, std::integer_sequence<int, T...>) {
+  static constexpr void (*tiles[])(const PanelArgs&, int64_t) = {float_tile<Format, T + 1>...};
+  for (int64_t t0 = 0; t0 < a.n_tokens; t0 += kFloatTokens)
+    tiles[std::min<int64_t>(kFloatTokens, a.n_tokens - t0) - 1](a, t0);
+}
+
+template <class Format>
+void panel_float(const PanelArgs& a) {
+  panel_float_impl<Format>(a, std::make_integer_sequence<int, kFloatTokens>());
+}
+
+}  // namespace
+
+const MatmulKernels kMatmulKernels = {
+    quantize,
+    {panel_quant<Q8_0>, panel_quant<Q4_0>, panel_quant<Q4_K>, panel_quant<Q6_K>, panel_float<F32>,
+     panel_float<F16>, panel_float<BF16>},
+};
+
+}  // namespace llmserve::kernels::avx2

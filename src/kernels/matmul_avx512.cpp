@@ -1,0 +1,246 @@
+// AVX-512 (F/BW/VL/DQ + VNNI) matmul kernels over the panel layout.
+//
+// Quantized: per 32-column block the 16 rows' codes are 8 vectors; each
+// vpdpbusd multiplies one vector by 4 broadcast activation bytes, giving 16
+// row sums at once. The integer sums become floats once per block:
+//   acc += (S * d_x) * sum(code * q_x) - M * d_x * sum(q_x).
+// A block's codes are unpacked once and reused for up to 16 tokens, which is
+// what makes prefill and batched decode compute-bound instead of memory-bound.
+// Float: one FMA per column updates 16 rows of a token.
+//
+// Compiled with AVX-512 flags: everything here stays in this namespace and
+// in anonymous namespaces, so no inline function compiled for AVX-512 can be
+// picked by the linker for code that runs on other CPUs.
+#include "kernels/immintrin_quiet.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "kernels/panel.h"
+
+namespace llmserve::kernels::avx512 {
+
+namespace {
+
+constexpr int kTokenBlock = 16;
+
+__m512 load_f16x16(const uint8_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+
+__m512i broadcast4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
+__mmask16 row_mask(int rows) { return static_cast<__mmask16>((1u << rows) - 1); }
+
+void quantize(const float* x, int64_t cols, Q8Act* out) {
+  const __m512 sign = _mm512_set1_ps(-0.0f);
+  for (int64_t b = 0; b < cols / kQBlock; ++b, x += kQBlock) {
+    const __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_andnot_ps(sign, v0), _mm512_andnot_ps(sign, v1)));
+    const float id = amax > 0 ? 127.0f / amax : 0.0f;
+    const __m512 vid = _mm512_set1_ps(id);
+    // Round to nearest even (MXCSR default), as the scalar kernel does.
+    const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, vid));
+    const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, vid));
+    Q8Act& a = out[b];
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(a.qs), _mm512_cvtepi32_epi8(q0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(a.qs + 16), _mm512_cvtepi32_epi8(q1));
+    const int s0 = _mm512_reduce_add_epi32(q0), s1 = _mm512_reduce_add_epi32(q1);
+    a.d = amax / 127.0f;
+    a.dsum_lo = a.d * static_cast<float>(s0);
+    a.dsum_hi = a.d * static_cast<float>(s1);
+    a.dsum = a.d * static_cast<float>(s0 + s1);
+  }
+}
+
+// One block of a panel, unpacked: w[r][4j+i] = s * code - m, with code byte
+// r*4+i of g[j]. Formats with one scale per block use s_lo / m_lo only.
+struct Block {
+  __m512i g[8];
+  __m512 s_lo, s_hi, m_lo, m_hi;
+};
+
+void unpack_nibbles(const uint8_t* p, __m512i* g) {
+  const __m512i low4 = _mm512_set1_epi8(15);
+  for (int j = 0; j < 4; ++j) {
+    const __m512i v = _mm512_load_si512(p + 64 * j);
+    g[j] = _mm512_and_si512(v, low4);
+    g[j + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+  }
+}
+
+struct Q8_0 {
+  static constexpr bool kTwoScales = false;
+  static void load(const uint8_t* panel, int64_t nb, int64_t b, Block& k) {
+    for (int j = 0; j < 8; ++j) k.g[j] = _mm512_load_si512(panel + b * 512 + 64 * j);
+    k.s_lo = load_f16x16(panel + nb * 512 + b * 32);
+    k.m_lo = _mm512_mul_ps(k.s_lo, _mm512_set1_ps(128.0f));
+  }
+};
+
+struct Q4_0 {
+  static constexpr bool kTwoScales = false;
+  static void load(const uint8_t* panel, int64_t nb, int64_t b, Block& k) {
+    unpack_nibbles(panel + b * 256, k.g);
+    k.s_lo = load_f16x16(panel + nb * 256 + b * 32);
+    k.m_lo = _mm512_mul_ps(k.s_lo, _mm512_set1_ps(8.0f));
+  }
+};
+
+__m512 u8x16_to_ps(const uint8_t* p) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+}
+__m512 i8x16_to_ps(const uint8_t* p) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+}
+
+struct Q4_K {
+  static constexpr bool kTwoScales = false;
+  static void load(const uint8_t* panel, int64_t nb, int64_t b, Block& k) {
+    const int64_t s = b / 8, c = b % 8;
+    unpack_nibbles(panel + s * 2048 + c * 256, k.g);
+    const uint8_t* meta = panel + nb / 8 * 2048 + s * 320;
+    k.s_lo = _mm512_mul_ps(load_f16x16(meta), u8x16_to_ps(meta + 64 + c * 16));
+    k.m_lo = _mm512_mul_ps(load_f16x16(meta + 32), u8x16_to_ps(meta + 192 + c * 16));
+  }
+};
+
+struct Q6_K {
+  static constexpr bool kTwoScales = true;
+  static void load(const uint8_t* panel, int64_t nb, int64_t b, Block& k) {
+    const int64_t s = b / 8, c = b % 8;
+    const uint8_t* codes = panel + s * 3072 + c * 384;
+    unpack_nibbles(codes, k.g);
+    // Group 4h+i's top bits are bits 2i..2i+1 of vector h: move them to bits
+    // 4..5 (16-bit shifts; the 0x30 mask drops what crossed a byte) and OR.
+    const __m512i top = _mm512_set1_epi8(0x30);
+    for (int h = 0; h < 2; ++h) {
+      const __m512i v = _mm512_load_si512(codes + 256 + 64 * h);
+      const __m512i shifted[4] = {_mm512_slli_epi16(v, 4), _mm512_slli_epi16(v, 2), v, _mm512_srli_epi16(v, 2)};
+      for (int i = 0; i < 4; ++i) k.g[4 * h + i] = _mm512_ternarylogic_epi32(k.g[4 * h + i], shifted[i], top, 0xf8);
+    }
+    const uint8_t* meta = panel + nb / 8 * 3072 + s * 288;
+    const __m512 d = load_f16x16(meta);
+    k.s_lo = _mm512_mul_ps(d, i8x16_to_ps(meta + 32 + (2 * c) * 16));
+    k.s_hi = _mm512_mul_ps(d, i8x16_to_ps(meta + 32 + (2 * c + 1) * 16));
+    k.m_lo = _mm512_mul_ps(k.s_lo, _mm512_set1_ps(32.0f));
+    k.m_hi = _mm512_mul_ps(k.s_hi, _mm512_set1_ps(32.0f));
+  }
+};
+
+// T tokens starting at t0, their accumulators in registers.
+template <class Format, int T>
+void quant_tile(const PanelArgs& a, int64_t t0) {
+  const int64_t nb = a.cols / kQBlock;
+  const Q8Act* acts = static_cast<const Q8Act*>(a.x) + t0 * nb;
+  __m512 acc[T];
+  for (auto& v : acc) v = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    Block k;
+    Format::load(a.panel, nb, b, k);
+    for (int t = 0; t < T; ++t) {
+      const Q8Act* x = acts + t * nb + b;
+      // Two independent chains of four: shorter latency than one of eight.
+      __m512i lo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), k.g[0], broadcast4(x->qs));
+      __m512i hi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), k.g[4], broadcast4(x->qs + 16));
+      for (int j = 1; j < 4; ++j) {
+        lo = _mm512_dpbusd_epi32(lo, k.g[j], broadcast4(x->qs + 4 * j));
+        hi = _mm512_dpbusd_epi32(hi, k.g[j + 4], broadcast4(x->qs + 16 + 4 * j));
+      }
+      if constexpr (Format::kTwoScales) {
+        const __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi), k.s_hi, _mm512_mul_ps(_mm512_cvtepi32_ps(lo), k.s_lo));
+        acc[t] = _mm512_fmadd_ps(f, _mm512_set1_ps(x->d), acc[t]);
+        acc[t] = _mm512_fnmadd_ps(k.m_lo, _mm512_set1_ps(x->dsum_lo), acc[t]);
+        acc[t] = _mm512_fnmadd_ps(k.m_hi, _mm512_set1_ps(x->dsum_hi), acc[t]);
+      } else {
+        const __m512 sum = _mm512_cvtepi32_ps(_mm512_add_epi32(lo, hi));
+        acc[t] = _mm512_fmadd_ps(sum, _mm512_mul_ps(k.s_lo, _mm512_set1_ps(x->d)), acc[t]);
+        acc[t] = _mm512_fnmadd_ps(k.m_lo, _mm512_set1_ps(x->dsum), acc[t]);
+      }
+    }
+  }
+  const __mmask16 mask = row_mask(a.rows);
+  for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(a.y + (t0 + t) * a.y_stride, mask, acc[t]);
+}
+
+template <class Format, int... T>
+void panel_quant_impl(const PanelArgs& a, std::integer_sequence<int, T...>) {
+  static constexpr void (*tiles[])(const PanelArgs&, int64_t) = {quant_tile<Format, T + 1>...};
+  for (int64_t t0 = 0; t0 < a.n_tokens; t0 += kTokenBlock)
+    tiles[std::min<int64_t>(kTokenBlock, a.n_tokens - t0) - 1](a, t0);
+}
+
+template <class Format>
+void panel_quant(const PanelArgs& a) {
+  panel_quant_impl<Format>(a, std::make_integer_sequence<int, kTokenBlock>());
+}
+
+struct F32 {
+  static __m512 load(const uint8_t* p, int64_t c) { return _mm512_load_ps(reinterpret_cast<const float*>(p + c * 64)); }
+};
+struct F16 {
+  static __m512 load(const uint8_t* p, int64_t c) {
+    return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p + c * 32)));
+  }
+};
+struct BF16 {
+  static __m512 load(const uint8_t* p, int64_t c) {
+    const __m512i h = _mm512_cvtepu16_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(p + c * 32)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(h, 16));
+  }
+};
+
+// T tokens starting at t0, all in registers. Few tokens leave the FMA
+// latency exposed, so then the columns are split over C chains.
+template <class Format, int T>
+void float_tile(const PanelArgs& a, int64_t t0) {
+  constexpr int C = T <= 2 ? 4 : T <= 4 ? 2 : 1;
+  __m512 acc[C][T];
+  for (auto& chain : acc)
+    for (auto& v : chain) v = _mm512_setzero_ps();
+  const float* x = static_cast<const float*>(a.x) + t0 * a.x_stride;
+  const int64_t xs = a.x_stride;
+  int64_t c = 0;
+  for (; c + C <= a.cols; c += C)
+    for (int u = 0; u < C; ++u) {
+      const __m512 w = Format::load(a.panel, c + u);
+      for (int t = 0; t < T; ++t) acc[u][t] = _mm512_fmadd_ps(w, _mm512_set1_ps(x[t * xs + c + u]), acc[u][t]);
+    }
+  for (; c < a.cols; ++c) {
+    const __m512 w = Format::load(a.panel, c);
+    for (int t = 0; t < T; ++t) acc[0][t] = _mm512_fmadd_ps(w, _mm512_set1_ps(x[t * xs + c]), acc[0][t]);
+  }
+  const __mmask16 mask = row_mask(a.rows);
+  for (int t = 0; t < T; ++t) {
+    __m512 sum = acc[0][t];
+    for (int u = 1; u < C; ++u) sum = _mm512_add_ps(sum, acc[u][t]);
+    _mm512_mask_storeu_ps(a.y + (t0 + t) * a.y_stride, mask, sum);
+  }
+}
+
+constexpr int kFloatTokens = 8;
+
+template <class Format, int... T>
+void panel_float_impl(const PanelArgs& a, std::integer_sequence<int, T...>) {
+  static constexpr void (*tiles[])(const PanelArgs&, int64_t) = {float_tile<Format, T + 1>...};
+  for (int64_t t0 = 0; t0 < a.n_tokens; t0 += kFloatTokens)
+    tiles[std::min<int64_t>(kFloatTokens, a.n_tokens - t0) - 1](a, t0);
+}
+
+template <class Format>
+void panel_float(const PanelArgs& a) {
+  panel_float_impl<Format>(a, std::make_integer_sequence<int, kFloatTokens>());
+}
+
+}  // namespace
+
+const MatmulKernels kMatmulKernels = {
+    quantize,
+    {panel_quant<Q8_0>, panel_quant<Q4_0>, panel_quant<Q4_K>, panel_quant<Q6_K>, panel_float<F32>,
+     panel_float<F16>, panel_float<BF16>},
+};
+
+}  // namespace llmserve::kernels::avx512

@@ -1,0 +1,9 @@
+// Row ops for avx2: ops_impl.h instantiated with this ISA's vectors.
+#include "kernels/ops_impl.h"
+#include "kernels/simd_avx2.h"
+
+namespace llmserve::kernels::avx2 {
+
+const OpsKernels kOpsKernels = ops_impl::ops_table<VF>();
+
+}  // namespace llmserve::kernels::avx2

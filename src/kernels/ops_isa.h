@@ -1,0 +1,22 @@
+#pragma once
+// Internal: the per-ISA row ops behind ops.h (instantiations of ops_impl.h).
+#include <cstdint>
+
+#include "kernels/cpu.h"
+
+namespace llmserve::kernels {
+
+struct OpsKernels {
+  void (*rmsnorm)(const float* x, const float* weight, float eps, int64_t dim, float* y);
+  void (*softmax)(float* x, int64_t n);
+  void (*silu_mul)(const float* gate, const float* up, int64_t n, float* out);
+  void (*add)(const float* a, const float* b, int64_t n, float* out);
+};
+
+namespace scalar { extern const OpsKernels kOpsKernels; }
+namespace avx2 { extern const OpsKernels kOpsKernels; }
+namespace avx512 { extern const OpsKernels kOpsKernels; }
+
+const OpsKernels& ops_kernels(Isa isa);
+
+}  // namespace llmserve::kernels

@@ -1,0 +1,91 @@
+#pragma once
+// Internal: the panel layout that prepare() produces and the per-ISA matmul
+// kernels consume, and the table each ISA's kernels fill in.
+//
+// A panel is 16 consecutive weight rows (the last panel is zero-padded). The
+// 16 rows sit in the 16 lanes of a vector, so one instruction works on 16
+// rows at once and no horizontal sums are needed:
+//
+// Quantized formats (per 32 columns a "block"; K-quants group 8 blocks into
+// a 256-column super-block). Codes are unsigned bytes; a weight is
+//   w = S * code - M   with per-row, per-block S and M (Q6_K: per 16 columns).
+//   For column group j (columns 4j..4j+3 of a block), one 64-byte vector
+//   holds byte [r*4 + i] = code of row r, column 4j+i: exactly the operand
+//   vpdpbusd multiplies with 4 broadcast activation bytes.
+//   q8_0: codes region [nb][8 groups][64] = qs ^ 0x80 (S = d, M = 128 d),
+//         then scales [nb][16] f16 d.
+//   q4_0: codes [nb][4][64], byte = the original qs byte: low nibble is
+//         group j < 4, high nibble group j + 4 (S = d, M = 8 d), then [nb][16] f16.
+//   q4_k: codes [nsb][8 blocks][4][64] nibbles as q4_0, then per super-block
+//         f16 d[16], f16 dmin[16], u8 sc[8][16], u8 m[8][16]
+//         (S = d sc, M = dmin m).
+//   q6_k: codes [nsb][8 blocks][6][64]: 4 nibble vectors as q4_0, then 2
+//         vectors of the top 2 bits: vector h, bits 2s..2s+1 of byte r*4+i
+//         belong to group 4h+s. Then per super-block f16 d[16],
+//         i8 sc[16 sub-blocks of 16 columns][16] (S = d sc, M = 32 S).
+// Float formats: [cols][16] values (f32, f16 or bf16 bits).
+// Other GGUF types are dequantized into f32 panels when used.
+#include <cstddef>
+#include <cstdint>
+
+#include "gguf/types.h"
+#include "kernels/cpu.h"
+#include "kernels/matmul.h"
+
+namespace llmserve::kernels {
+
+constexpr int kPanelRows = 16;
+constexpr int kQBlock = 32;  // columns per activation block / code block
+
+enum class PanelFormat : int { q8_0, q4_0, q4_k, q6_k, f32, f16, bf16, count };
+
+inline bool is_quantized(PanelFormat f) { return f <= PanelFormat::q6_k; }
+
+// The format matmul uses for `type`: its own, or f32 for types without a
+// panel kernel. Throws Error for types matmul does not support.
+PanelFormat panel_format(gguf::TensorType type);
+bool has_own_panel_format(gguf::TensorType type);
+
+// Bytes of one panel for `cols` columns, a multiple of 64.
+size_t panel_bytes(PanelFormat format, int64_t cols);
+inline int64_t panel_count(int64_t rows) { return (rows + kPanelRows - 1) / kPanelRows; }
+
+// Writes rows [16 p, 16 p + 16) of w (from w.data) to dst in
+// panel_format(w.type)'s layout. dst: panel_bytes(), 64-byte aligned.
+void pack_panel(const Matrix& w, int64_t p, uint8_t* dst);
+
+// An activation block: 32 values x ~= d * qs, plus the sums the kernels need
+// to undo the weights' code offsets (dsum = d * sum(qs); lo/hi: first/second
+// 16 values).
+struct alignas(16) Q8Act {
+  float d, dsum, dsum_lo, dsum_hi;
+  int8_t qs[kQBlock];
+};
+static_assert(sizeof(Q8Act) == 48);
+
+// One kernel call: a panel times n_tokens activation rows.
+struct PanelArgs {
+  const uint8_t* panel;
+  int64_t cols;
+  const void* x;       // quantized formats: Q8Act[n_tokens][cols / 32]; float: f32[n_tokens][x_stride]
+  int64_t x_stride;    // float formats: floats between token rows
+  int64_t n_tokens;
+  float* y;            // y[t * y_stride + r] for r < rows
+  int64_t y_stride;
+  int rows;            // valid rows of this panel, 1..16
+};
+
+struct MatmulKernels {
+  // Quantizes one row of `cols` floats (a multiple of 32) to Q8Act blocks.
+  // Every ISA rounds the same way, so results are bit-identical.
+  void (*quantize)(const float* x, int64_t cols, Q8Act* out);
+  void (*panel[static_cast<int>(PanelFormat::count)])(const PanelArgs& args);
+};
+
+namespace scalar { extern const MatmulKernels kMatmulKernels; }
+namespace avx2 { extern const MatmulKernels kMatmulKernels; }
+namespace avx512 { extern const MatmulKernels kMatmulKernels; }
+
+const MatmulKernels& matmul_kernels(Isa isa);
+
+}  // namespace llmserve::kernels

@@ -1,0 +1,72 @@
+// roofline.h: runs the active ISA's loops on every thread and times them.
+#include "kernels/roofline.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "kernels/roofline_isa.h"
+
+namespace llmserve::kernels {
+
+const RooflineKernels& roofline_kernels(Isa isa) {
+  switch (isa) {
+    case Isa::avx512: return avx512::kRooflineKernels;
+    case Isa::avx2: return avx2::kRooflineKernels;
+    case Isa::scalar: break;
+  }
+  return scalar::kRooflineKernels;
+}
+
+namespace {
+
+// Seconds of the fastest of `reps` runs of fn on all threads.
+template <class F>
+double best_seconds(ThreadPool& pool, int reps, F fn) {
+  double best = 1e30;
+  std::atomic<uint64_t> sink{0};
+  for (int r = 0; r < reps; ++r) {
+    const auto start = std::chrono::steady_clock::now();
+    pool.run([&](int i, int n) { sink.fetch_xor(fn(i, n), std::memory_order_relaxed); });
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  return best;
+}
+
+// Loop iterations per run: tens of milliseconds at this machine's rates.
+constexpr int64_t kComputeIters = 20'000'000;
+
+}  // namespace
+
+double measure_read_bandwidth(ThreadPool& pool, size_t bytes, int reps) {
+  const RooflineKernels& k = roofline_kernels(active_isa());
+  const int n = pool.size();
+  const size_t slice = std::max<size_t>(bytes / n / 256 * 256, 256);
+  std::unique_ptr<uint8_t, decltype(&std::free)> buf(static_cast<uint8_t*>(std::aligned_alloc(64, slice * n)), &std::free);
+  if (!buf) throw Error("measure_read_bandwidth: cannot allocate " + std::to_string(slice * n) + " bytes");
+  // First touch by the reading thread puts each page near it (NUMA).
+  pool.run([&](int i, int) { std::memset(buf.get() + slice * i, i + 1, slice); });
+  const double s = best_seconds(pool, std::max(reps, 1), [&](int i, int) { return k.read(buf.get() + slice * i, slice); });
+  return static_cast<double>(slice * n) / s / 1e9;
+}
+
+double measure_peak_int8_gops(ThreadPool& pool) {
+  const RooflineKernels& k = roofline_kernels(active_isa());
+  const int64_t iters = active_isa() == Isa::scalar ? kComputeIters * 4 : kComputeIters / 8;
+  const double s = best_seconds(pool, 3, [&](int, int) { return k.int8_loop(iters); });
+  return static_cast<double>(iters) * k.int8_ops_per_iter * pool.size() / s / 1e9;
+}
+
+double measure_peak_f32_gflops(ThreadPool& pool) {
+  const RooflineKernels& k = roofline_kernels(active_isa());
+  const int64_t iters = active_isa() == Isa::scalar ? kComputeIters * 4 : kComputeIters / 8;
+  const double s = best_seconds(pool, 3, [&](int, int) { return k.f32_loop(iters); });
+  return static_cast<double>(iters) * k.f32_ops_per_iter * pool.size() / s / 1e9;
+}
+
+}  // namespace llmserve::kernels

@@ -1,0 +1,50 @@
+// Roofline loops for AVX-512: 64-byte loads, vpdpbusd, zmm FMA.
+#include <cstring>
+
+#include "kernels/immintrin_quiet.h"
+#include "kernels/roofline_isa.h"
+
+namespace llmserve::kernels::avx512 {
+
+namespace {
+
+uint64_t read(const uint8_t* p, size_t bytes) {
+  __m512i acc[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512()};
+  for (size_t i = 0; i < bytes; i += 256)
+    for (int u = 0; u < 4; ++u) acc[u] = _mm512_add_epi64(acc[u], _mm512_load_si512(p + i + 64 * u));
+  const __m512i s = _mm512_add_epi64(_mm512_add_epi64(acc[0], acc[1]), _mm512_add_epi64(acc[2], acc[3]));
+  uint64_t out[8];
+  std::memcpy(out, &s, sizeof out);
+  return out[0] ^ out[7];
+}
+
+// Enough independent chains to cover the instruction's latency on two pipes.
+constexpr int kChains = 16;
+
+uint64_t int8_loop(int64_t iters) {
+  __m512i acc[kChains];
+  for (int c = 0; c < kChains; ++c) acc[c] = _mm512_set1_epi32(c);
+  const __m512i a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(-2);
+  for (int64_t i = 0; i < iters; ++i)
+    for (auto& v : acc) v = _mm512_dpbusd_epi32(v, a, b);
+  __m512i s = acc[0];
+  for (int c = 1; c < kChains; ++c) s = _mm512_xor_si512(s, acc[c]);
+  return static_cast<uint64_t>(_mm_cvtsi128_si32(_mm512_castsi512_si128(s)));
+}
+
+uint64_t f32_loop(int64_t iters) {
+  __m512 acc[kChains];
+  for (int c = 0; c < kChains; ++c) acc[c] = _mm512_set1_ps(static_cast<float>(c));
+  const __m512 a = _mm512_set1_ps(0.999f), b = _mm512_set1_ps(1e-3f);
+  for (int64_t i = 0; i < iters; ++i)
+    for (auto& v : acc) v = _mm512_fmadd_ps(v, a, b);
+  __m512 s = acc[0];
+  for (int c = 1; c < kChains; ++c) s = _mm512_add_ps(s, acc[c]);
+  return static_cast<uint64_t>(_mm_cvtss_f32(_mm512_castps512_ps128(s)));
+}
+
+}  // namespace
+
+const RooflineKernels kRooflineKernels = {read, int8_loop, kChains * 64 * 2.0, f32_loop, kChains * 16 * 2.0};
+
+}  // namespace llmserve::kernels::avx512

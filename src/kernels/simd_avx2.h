@@ -1,0 +1,78 @@
+#pragma once
+// 8 floats in a ymm register, for the ops and attention templates (see
+// simd_scalar.h for the interface). Include only from AVX2 files.
+#include <cstdint>
+
+#include "kernels/immintrin_quiet.h"
+
+namespace llmserve::kernels::avx2 {
+
+struct VF {
+  static constexpr int N = 8;
+  __m256 v;
+
+  static float f16(uint16_t h) { return _cvtsh_ss(h); }
+  static VF zero() { return {_mm256_setzero_ps()}; }
+  static VF set1(float x) { return {_mm256_set1_ps(x)}; }
+  static VF load(const float* p) { return {_mm256_loadu_ps(p)}; }
+  static VF load(const float* p, int n) { return {_mm256_maskload_ps(p, mask(n))}; }
+  static VF load(const uint16_t* p) { return {_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))}; }
+  static VF load(const uint16_t* p, int n) {
+    alignas(16) uint16_t tmp[8] = {};
+    for (int i = 0; i < n; ++i) tmp[i] = p[i];
+    return {_mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(tmp)))};
+  }
+  void store(float* p) const { _mm256_storeu_ps(p, v); }
+  void store(float* p, int n) const { _mm256_maskstore_ps(p, mask(n), v); }
+
+  friend VF operator+(VF a, VF b) { return {_mm256_add_ps(a.v, b.v)}; }
+  friend VF operator-(VF a, VF b) { return {_mm256_sub_ps(a.v, b.v)}; }
+  friend VF operator*(VF a, VF b) { return {_mm256_mul_ps(a.v, b.v)}; }
+  friend VF operator/(VF a, VF b) { return {_mm256_div_ps(a.v, b.v)}; }
+  friend VF fma(VF a, VF b, VF c) { return {_mm256_fmadd_ps(a.v, b.v, c.v)}; }
+  friend VF max(VF a, VF b) { return {_mm256_max_ps(a.v, b.v)}; }
+  friend VF keep_first(VF a, int n, float fill) {
+    return {_mm256_blendv_ps(_mm256_set1_ps(fill), a.v, _mm256_castsi256_ps(mask(n)))};
+  }
+
+  float reduce_add() const {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+  }
+  float reduce_max() const {
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_max_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+  }
+
+  // e^x, relative error ~2 ulp; 0 below -87 (no denormals), +inf above 88
+  // (callers only need it to saturate there).
+  friend VF exp(VF x) {
+    const __m256 t = _mm256_max_ps(_mm256_min_ps(x.v, _mm256_set1_ps(88.0f)), _mm256_set1_ps(-87.0f));
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(t, _mm256_set1_ps(1.44269504f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), t);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    // 2^n from the exponent bits; n is in [-126, 127] after the clamp.
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    const __m256 y = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+    const __m256 in_range = _mm256_cmp_ps(x.v, _mm256_set1_ps(-87.0f), _CMP_GE_OQ);
+    const __m256 over = _mm256_cmp_ps(x.v, _mm256_set1_ps(88.0f), _CMP_GT_OQ);
+    return {_mm256_blendv_ps(_mm256_and_ps(y, in_range), _mm256_set1_ps(__builtin_inff()), over)};
+  }
+
+  static __m256i mask(int n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  }
+};
+
+}  // namespace llmserve::kernels::avx2

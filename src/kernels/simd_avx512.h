@@ -1,0 +1,70 @@
+#pragma once
+// 16 floats in a zmm register, for the ops and attention templates (see
+// simd_scalar.h for the interface). Include only from AVX-512 files.
+#include <cstdint>
+
+#include "kernels/immintrin_quiet.h"
+
+namespace llmserve::kernels::avx512 {
+
+struct VF {
+  static constexpr int N = 16;
+  __m512 v;
+
+  static float f16(uint16_t h) { return _cvtsh_ss(h); }
+  static VF zero() { return {_mm512_setzero_ps()}; }
+  static VF set1(float x) { return {_mm512_set1_ps(x)}; }
+  static VF load(const float* p) { return {_mm512_loadu_ps(p)}; }
+  static VF load(const float* p, int n) { return {_mm512_maskz_loadu_ps(mask(n), p)}; }
+  static VF load(const uint16_t* p) { return {_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)))}; }
+  static VF load(const uint16_t* p, int n) {
+    return {_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask(n), p))};
+  }
+  void store(float* p) const { _mm512_storeu_ps(p, v); }
+  void store(float* p, int n) const { _mm512_mask_storeu_ps(p, mask(n), v); }
+
+  friend VF operator+(VF a, VF b) { return {_mm512_add_ps(a.v, b.v)}; }
+  friend VF operator-(VF a, VF b) { return {_mm512_sub_ps(a.v, b.v)}; }
+  friend VF operator*(VF a, VF b) { return {_mm512_mul_ps(a.v, b.v)}; }
+  friend VF operator/(VF a, VF b) { return {_mm512_div_ps(a.v, b.v)}; }
+  friend VF fma(VF a, VF b, VF c) { return {_mm512_fmadd_ps(a.v, b.v, c.v)}; }
+  friend VF max(VF a, VF b) { return {_mm512_max_ps(a.v, b.v)}; }
+  // Lanes [0, n) of a, the rest `fill`.
+  friend VF keep_first(VF a, int n, float fill) { return {_mm512_mask_blend_ps(mask(n), _mm512_set1_ps(fill), a.v)}; }
+
+  float reduce_add() const {
+    __m512 s = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, 0x4e));
+    s = _mm512_add_ps(s, _mm512_shuffle_f32x4(s, s, 0xb1));
+    s = _mm512_add_ps(s, _mm512_permute_ps(s, 0x4e));
+    s = _mm512_add_ps(s, _mm512_permute_ps(s, 0xb1));
+    return _mm512_cvtss_f32(s);
+  }
+  float reduce_max() const {
+    __m512 s = _mm512_max_ps(v, _mm512_shuffle_f32x4(v, v, 0x4e));
+    s = _mm512_max_ps(s, _mm512_shuffle_f32x4(s, s, 0xb1));
+    s = _mm512_max_ps(s, _mm512_permute_ps(s, 0x4e));
+    s = _mm512_max_ps(s, _mm512_permute_ps(s, 0xb1));
+    return _mm512_cvtss_f32(s);
+  }
+
+  // e^x, relative error ~2 ulp; 0 below -87 (no denormals), +inf above 88.7.
+  friend VF exp(VF x) {
+    const __m512 t = _mm512_max_ps(_mm512_min_ps(x.v, _mm512_set1_ps(88.72f)), _mm512_set1_ps(-87.0f));
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(t, _mm512_set1_ps(1.44269504f)), _MM_FROUND_TO_NEAREST_INT);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), t);  // ln 2 in two parts
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    const __mmask16 in_range = _mm512_cmp_ps_mask(x.v, _mm512_set1_ps(-87.0f), _CMP_GE_OQ);
+    return {_mm512_maskz_mov_ps(in_range, _mm512_scalef_ps(p, n))};  // p * 2^n; overflows to inf
+  }
+
+  static __mmask16 mask(int n) { return static_cast<__mmask16>((1u << n) - 1); }
+};
+
+}  // namespace llmserve::kernels::avx512

@@ -1,0 +1,76 @@
+#pragma once
+// The float-vector interface the ops and attention templates are written
+// against, in portable C++: 8 lanes the compiler may map to SSE2. Each ISA
+// has its own (simd_avx2.h, simd_avx512.h) in its own namespace.
+//   N; f16(bits) (one scalar half); zero(); set1(x); load(p) / load(p, n) for f32 and f16 bits (the n
+//   form reads n < N lanes, the rest 0); store(p) / store(p, n); + - * /;
+//   fma(a, b, c) = a*b + c; max; keep_first(a, n, fill); reduce_add();
+//   reduce_max(); exp(x) (saturating to 0 and +inf).
+#include <cmath>
+#include <cstdint>
+
+#include "core/fp16.h"
+
+namespace llmserve::kernels::scalar {
+
+struct VF {
+  static constexpr int N = 8;
+  float v[N];
+
+  static float f16(uint16_t h) { return f16_to_f32(h); }
+  static VF zero() { return set1(0.0f); }
+  static VF set1(float x) {
+    VF r;
+    for (float& l : r.v) l = x;
+    return r;
+  }
+  static VF load(const float* p) { return load(p, N); }
+  static VF load(const float* p, int n) {
+    VF r = zero();
+    for (int i = 0; i < n; ++i) r.v[i] = p[i];
+    return r;
+  }
+  static VF load(const uint16_t* p) { return load(p, N); }
+  static VF load(const uint16_t* p, int n) {
+    VF r = zero();
+    for (int i = 0; i < n; ++i) r.v[i] = f16_to_f32(p[i]);
+    return r;
+  }
+  void store(float* p) const { store(p, N); }
+  void store(float* p, int n) const {
+    for (int i = 0; i < n; ++i) p[i] = v[i];
+  }
+
+  template <class Op>
+  static VF map(VF a, VF b, Op op) {
+    VF r;
+    for (int i = 0; i < N; ++i) r.v[i] = op(a.v[i], b.v[i]);
+    return r;
+  }
+  friend VF operator+(VF a, VF b) { return map(a, b, [](float x, float y) { return x + y; }); }
+  friend VF operator-(VF a, VF b) { return map(a, b, [](float x, float y) { return x - y; }); }
+  friend VF operator*(VF a, VF b) { return map(a, b, [](float x, float y) { return x * y; }); }
+  friend VF operator/(VF a, VF b) { return map(a, b, [](float x, float y) { return x / y; }); }
+  friend VF fma(VF a, VF b, VF c) { return a * b + c; }
+  friend VF max(VF a, VF b) { return map(a, b, [](float x, float y) { return x > y ? x : y; }); }
+  friend VF keep_first(VF a, int n, float fill) {
+    for (int i = n; i < N; ++i) a.v[i] = fill;
+    return a;
+  }
+  float reduce_add() const {
+    float s = 0;
+    for (float l : v) s += l;
+    return s;
+  }
+  float reduce_max() const {
+    float m = v[0];
+    for (float l : v) m = l > m ? l : m;
+    return m;
+  }
+  friend VF exp(VF x) {
+    for (float& l : x.v) l = std::exp(l);
+    return x;
+  }
+};
+
+}  // namespace llmserve::kernels::scalar

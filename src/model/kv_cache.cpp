@@ -1,0 +1,63 @@
+#include "model/kv_cache.h"
+
+#include <cstring>
+
+#include "core/error.h"
+#include "gguf/quant.h"
+
+namespace llmserve::model {
+
+namespace {
+
+void check_type(const HParams& hp, gguf::TensorType type) {
+  using T = gguf::TensorType;
+  if (type != T::F32 && type != T::F16 && type != T::Q8_0)
+    throw Error("KV cache type must be f32, f16 or q8_0");
+  if (type == T::Q8_0 && hp.kv_dim() % gguf::QK8_0 != 0)
+    throw Error("KV cache type q8_0 needs n_head_kv * head_dim divisible by 32; this model has " +
+                std::to_string(hp.kv_dim()));
+}
+
+}  // namespace
+
+size_t KvCache::bytes_per_block(const HParams& hp, int block_size, gguf::TensorType type) {
+  check_type(hp, type);
+  return 2 * static_cast<size_t>(hp.n_layer) * block_size * gguf::row_bytes(type, hp.kv_dim());
+}
+
+int KvCache::blocks_for_bytes(const HParams& hp, size_t bytes, int block_size, gguf::TensorType type) {
+  const size_t n = bytes / bytes_per_block(hp, block_size, type);
+  return n > (1u << 30) ? (1 << 30) : static_cast<int>(n);
+}
+
+KvCache::KvCache(const HParams& hp, int n_blocks, int block_size, gguf::TensorType type)
+    : n_layer_(hp.n_layer), n_blocks_(n_blocks) {
+  check_type(hp, type);
+  if (n_blocks < 1 || block_size < 1) throw Error("the KV cache needs at least one block of at least one token");
+  layout_ = kernels::KvLayout{type, block_size, hp.kv_dim(), gguf::row_bytes(type, hp.kv_dim())};
+  plane_bytes_ = static_cast<size_t>(n_blocks) * block_size * layout_.row_bytes;
+  bytes_ = plane_bytes_ * 2 * n_layer_;
+  // Zeroed so a block read before it is written holds finite values.
+  data_.reset(new uint8_t[bytes_]());
+}
+
+void KvCache::store(int layer, const float* k_rows, const float* v_rows, const int32_t* slots, int n) {
+  uint8_t* k = base(layer, 0);
+  uint8_t* v = base(layer, 1);
+  for (int i = 0; i < n; ++i) {
+    const size_t at = static_cast<size_t>(slots[i]) * layout_.row_bytes;
+    gguf::quantize_row(layout_.type, k_rows + static_cast<size_t>(i) * layout_.kv_dim, k + at, layout_.kv_dim);
+    gguf::quantize_row(layout_.type, v_rows + static_cast<size_t>(i) * layout_.kv_dim, v + at, layout_.kv_dim);
+  }
+}
+
+void KvCache::copy_block(int src, int dst) {
+  const size_t block_bytes = static_cast<size_t>(layout_.block_size) * layout_.row_bytes;
+  for (int l = 0; l < n_layer_; ++l)
+    for (int kv = 0; kv < 2; ++kv) {
+      uint8_t* plane = base(l, kv);
+      std::memcpy(plane + dst * block_bytes, plane + src * block_bytes, block_bytes);
+    }
+}
+
+}  // namespace llmserve::model

@@ -1,0 +1,31 @@
+#pragma once
+// A loaded model: the mapped file, its hyperparameters and weights.
+#include <memory>
+#include <string>
+
+#include "gguf/file.h"
+#include "model/hparams.h"
+#include "model/rope.h"
+#include "model/weights.h"
+
+namespace llmserve::model {
+
+class Model {
+ public:
+  // Maps the file and checks everything the forward pass needs. Throws Error.
+  static std::unique_ptr<Model> load(const std::string& path);
+
+  const gguf::File& file() const { return file_; }
+  const HParams& hparams() const { return hp_; }
+  const Weights& weights() const { return weights_; }
+  const Rope& rope() const { return rope_; }
+
+ private:
+  Model(gguf::File file, HParams hp, Weights weights);
+  gguf::File file_;
+  HParams hp_;
+  Weights weights_;
+  Rope rope_;
+};
+
+}  // namespace llmserve::model

@@ -1,0 +1,81 @@
+#pragma once
+// The model runner: one forward pass over a ragged batch. Each sequence in
+// the step contributes a run of tokens (a prefill chunk, or one decode
+// token) at consecutive positions; all rows go through every weight matmul
+// together, so each weight matrix is streamed once per step whatever the
+// batch. Attention reads each sequence's KV through its block table.
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "kernels/attention.h"
+#include "model/kv_cache.h"
+#include "model/model.h"
+
+namespace llmserve {
+class ThreadPool;
+}
+
+namespace llmserve::model {
+
+enum class Logits { None, Last, All };
+
+struct SeqBatch {
+  std::span<const int32_t> tokens;       // run at positions pos0, pos0 + 1, ...
+  int pos0 = 0;
+  std::span<const int32_t> block_table;  // must cover positions 0 .. pos0 + tokens.size() - 1
+  Logits logits = Logits::Last;
+};
+
+class ModelRunner {
+ public:
+  // max_tokens: most rows one step may carry (buffers are sized for it now,
+  // so a step allocates nothing).
+  ModelRunner(const Model& model, KvCache& kv, ThreadPool& pool, int max_tokens);
+
+  // Returns the wanted logits, [rows][n_vocab], in batch order (All gives
+  // every row of its sequence, Last only the last). Valid until the next
+  // call; the caller may modify them (sampling). Throws Error for a batch
+  // that breaks the limits above.
+  std::span<float> forward(std::span<const SeqBatch> batch);
+
+  int max_tokens() const { return max_tokens_; }
+  const Model& model() const { return m_; }
+
+ private:
+  void check(std::span<const SeqBatch> batch) const;
+
+  const Model& m_;
+  KvCache& kv_;
+  ThreadPool& pool_;
+  int max_tokens_;
+  // Per-row and scratch buffers, sized for max_tokens rows.
+  std::vector<int32_t> tokens_, positions_, slots_, logit_rows_;
+  std::vector<kernels::AttentionSeq> attn_seqs_;
+  std::vector<float> x_, xn_, q_, k_, v_, att_, gate_, up_, out_, logits_;
+};
+
+// One sequence with a KV cache of its own, for `generate` and tests: the
+// prompt is run in chunks of the runner's max_tokens, then one token a step.
+class SequenceRunner {
+ public:
+  SequenceRunner(const Model& model, ThreadPool& pool, int n_ctx, gguf::TensorType kv_type = gguf::TensorType::F16,
+                 int max_tokens = 256);
+
+  // Runs tokens at positions position() ..; returns the last token's logits
+  // (or, with Logits::All, every token's).
+  std::span<float> eval(std::span<const int32_t> tokens, Logits logits = Logits::Last);
+  int position() const { return pos_; }
+  int n_ctx() const { return n_ctx_; }
+  void reset() { pos_ = 0; }
+
+ private:
+  int n_ctx_;
+  KvCache kv_;
+  ModelRunner runner_;
+  std::vector<int32_t> block_table_;
+  std::vector<float> all_logits_;
+  int pos_ = 0;
+};
+
+}  // namespace llmserve::model

@@ -1,0 +1,115 @@
+#include "model/weights.h"
+
+#include <string>
+
+#include "core/error.h"
+#include "gguf/file.h"
+#include "gguf/quant.h"
+
+namespace llmserve::model {
+
+namespace {
+
+// Collects every problem before failing, so one error lists them all.
+class TensorFinder {
+ public:
+  explicit TensorFinder(const gguf::File& f) : f_(f) {}
+
+  // A matrix with GGUF dims {cols, rows}.
+  kernels::Matrix matrix(const std::string& name, uint64_t cols, uint64_t rows, bool required = true) {
+    const gguf::TensorInfo* t = get(name, required);
+    if (!t) return {};
+    if (t->dims.size() != 2 || t->dims[0] != cols || t->dims[1] != rows) {
+      problem(name + " has shape " + shape(t->dims) + ", expected [" + std::to_string(cols) + ", " +
+              std::to_string(rows) + "]");
+      return {};
+    }
+    return kernels::Matrix{t->type, t->data, static_cast<int64_t>(rows), static_cast<int64_t>(cols),
+                           static_cast<size_t>(gguf::row_bytes(t->type, cols))};
+  }
+
+  std::vector<float> vector(const std::string& name, uint64_t n, bool required = true) {
+    const gguf::TensorInfo* t = get(name, required);
+    if (!t) return {};
+    if (t->n_elems != n) {
+      problem(name + " has shape " + shape(t->dims) + ", expected [" + std::to_string(n) + "]");
+      return {};
+    }
+    std::vector<float> v(n);
+    gguf::dequantize_row(t->type, t->data, v.data(), static_cast<int64_t>(n));
+    return v;
+  }
+
+  bool has(const std::string& name) const { return f_.find_tensor(name) != nullptr; }
+
+  void throw_if_problems() const {
+    if (problems_.empty()) return;
+    std::string msg = f_.path() + ": model tensors are missing or mis-shaped:";
+    for (const auto& p : problems_) msg += "\n  " + p;
+    throw Error(msg);
+  }
+
+ private:
+  const gguf::TensorInfo* get(const std::string& name, bool required) {
+    const gguf::TensorInfo* t = f_.find_tensor(name);
+    if (!t && required) problem("missing tensor " + name);
+    return t;
+  }
+  void problem(std::string p) { problems_.push_back(std::move(p)); }
+  static std::string shape(const std::vector<uint64_t>& dims) {
+    std::string s = "[";
+    for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+    return s + "]";
+  }
+
+  const gguf::File& f_;
+  std::vector<std::string> problems_;
+};
+
+}  // namespace
+
+Weights load_weights(const gguf::File& f, const HParams& hp, ThreadPool* pool) {
+  TensorFinder find(f);
+  Weights w;
+  const uint64_t dim = hp.dim, q_dim = hp.q_dim(), kv_dim = hp.kv_dim(), ffn = hp.ffn_dim, vocab = hp.n_vocab;
+  w.token_embd = find.matrix("token_embd.weight", dim, vocab);
+  w.output_norm = find.vector("output_norm.weight", dim);
+  // Tied embeddings: files without output.weight reuse token_embd.
+  w.output = find.has("output.weight") ? find.matrix("output.weight", dim, vocab) : w.token_embd;
+  if (find.has("rope_freqs.weight")) w.rope_freqs = find.vector("rope_freqs.weight", hp.rope_dim / 2);
+
+  w.layers.resize(hp.n_layer);
+  for (int i = 0; i < hp.n_layer; ++i) {
+    const std::string p = "blk." + std::to_string(i) + ".";
+    LayerWeights& l = w.layers[i];
+    l.attn_norm = find.vector(p + "attn_norm.weight", dim);
+    l.wq = find.matrix(p + "attn_q.weight", dim, q_dim);
+    l.wk = find.matrix(p + "attn_k.weight", dim, kv_dim);
+    l.wv = find.matrix(p + "attn_v.weight", dim, kv_dim);
+    l.wo = find.matrix(p + "attn_output.weight", q_dim, dim);
+    if (hp.qkv_bias) {
+      l.bq = find.vector(p + "attn_q.bias", q_dim);
+      l.bk = find.vector(p + "attn_k.bias", kv_dim);
+      l.bv = find.vector(p + "attn_v.bias", kv_dim);
+    }
+    l.ffn_norm = find.vector(p + "ffn_norm.weight", dim);
+    l.w_gate = find.matrix(p + "ffn_gate.weight", dim, ffn);
+    l.w_up = find.matrix(p + "ffn_up.weight", dim, ffn);
+    l.w_down = find.matrix(p + "ffn_down.weight", ffn, dim);
+  }
+  find.throw_if_problems();
+
+  // token_embd is only read a row at a time (read_row uses the file's
+  // bytes); `output` is repacked even when it is the tied embedding.
+  auto prepare = [&](kernels::Matrix& m) { w.packed.push_back(kernels::prepare(m, pool)); };
+  prepare(w.output);
+  for (LayerWeights& l : w.layers)
+    for (kernels::Matrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) prepare(*m);
+  return w;
+}
+
+void read_row(const kernels::Matrix& m, int64_t row, float* out) {
+  gguf::dequantize_row(m.type, m.data + static_cast<size_t>(row) * m.row_bytes, out, m.cols);
+}
+
+}  // namespace llmserve::model

@@ -1,0 +1,45 @@
+#pragma once
+// The tensors of a llama-family model, located in the mapped GGUF file and
+// checked against the hyperparameters. Matrices stay in the mapping (no
+// copy); small vectors (norms, biases) are decoded to f32 once.
+#include <vector>
+
+#include "kernels/matmul.h"
+#include "model/hparams.h"
+
+namespace llmserve {
+class ThreadPool;
+}
+namespace llmserve::gguf {
+class File;
+}
+
+namespace llmserve::model {
+
+struct LayerWeights {
+  std::vector<float> attn_norm;
+  kernels::Matrix wq, wk, wv, wo;
+  std::vector<float> bq, bk, bv;  // qwen2 only; empty otherwise
+  std::vector<float> ffn_norm;
+  kernels::Matrix w_gate, w_up, w_down;
+};
+
+struct Weights {
+  kernels::Matrix token_embd;  // [n_vocab rows][dim]
+  std::vector<float> output_norm;
+  kernels::Matrix output;      // [n_vocab rows][dim]; token_embd when tied
+  std::vector<float> rope_freqs;  // optional per-pair frequency divisors
+  std::vector<LayerWeights> layers;
+  // The kernels' load-time repacked copies of the matrices above (each
+  // Matrix::packed points into one of these).
+  std::vector<kernels::PackedWeights> packed;
+};
+
+// Throws Error naming the file and listing every missing or mis-shaped tensor.
+// Matrices are repacked for the kernels (kernels::prepare) on `pool`.
+Weights load_weights(const gguf::File& file, const HParams& hp, ThreadPool* pool = nullptr);
+
+// Row `row` of a matrix in any type, decoded to f32 (embedding lookup).
+void read_row(const kernels::Matrix& m, int64_t row, float* out);
+
+}  // namespace llmserve::model

@@ -1,0 +1,127 @@
+// The llmserve binary end to end: exit codes, error messages and output.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "test_models.h"
+
+namespace {
+
+struct Result {
+  int exit_code = -1;
+  std::string out;  // stdout and stderr together
+};
+
+Result run(const std::string& args) {
+  const std::string cmd = std::string(LLMSERVE_BIN) + " " + args + " 2>&1";
+  Result r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  const int status = pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / ("llmserve-cli-test-" + std::to_string(getpid()) + "-" + name)).string();
+}
+
+void write_file(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+}  // namespace
+
+TEST(Cli, GreedyStories260KTellsTheKnownStory) {
+  REQUIRE_MODEL(path, "stories260K.gguf");
+  const Result r = run("generate -m " + path + " -p \"Once upon a time\" -n 24 --temp 0 -t 2");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  // The float64 reference's greedy continuation of this file (see the test vectors).
+  EXPECT_NE(r.out.find("Once upon a time, there was a little girl named Lily. She loved to play outside"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("TTFT"), std::string::npos);
+  EXPECT_NE(r.out.find("TPOT"), std::string::npos);
+}
+
+TEST(Cli, TruncatedModelsFailWithExitCode1) {
+  for (const char* name : {"stories260K.gguf", "TinyStories-656K.f16.gguf", "tinystories-656k-q8_0.gguf",
+                           "llama-2-tiny-random.gguf"}) {
+    REQUIRE_MODEL(path, name);
+    const std::string bytes = read_file(path);
+    const std::string cut = temp_path(std::string("cut-") + name);
+    write_file(cut, bytes.substr(0, bytes.size() * 2 / 3));
+    const Result r = run("generate -m " + cut + " -p hi -n 4");
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_NE(r.out.find("error: " + cut), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("truncated"), std::string::npos) << r.out;
+    std::filesystem::remove(cut);
+  }
+}
+
+TEST(Cli, RandomBytesFailWithExitCode1) {
+  std::mt19937 rng(7);
+  std::string bytes(4096, '\0');
+  for (auto& c : bytes) c = static_cast<char>(rng());
+  const std::string path = temp_path("random.gguf");
+  write_file(path, bytes);
+  const Result r = run("inspect " + path);
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("not a GGUF file"), std::string::npos) << r.out;
+  std::filesystem::remove(path);
+}
+
+TEST(Cli, TensorOffsetPastTheEndFails) {
+  REQUIRE_MODEL(path, "stories260K.gguf");
+  // Keep the header whole but drop the tensor data: every offset now points past the end.
+  const std::string bytes = read_file(path);
+  const std::string cut = temp_path("no-data.gguf");
+  write_file(cut, bytes.substr(0, 14176 + 64));
+  const Result r = run("inspect " + cut);
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("extends past the end of the file"), std::string::npos) << r.out;
+  std::filesystem::remove(cut);
+}
+
+TEST(Cli, InspectPrintsTensorsAndCounts) {
+  REQUIRE_MODEL(path, "stories260K.gguf");
+  const Result r = run("inspect " + path);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("blk.4.ffn_down.weight"), std::string::npos);
+  EXPECT_NE(r.out.find("parameters:"), std::string::npos);
+}
+
+TEST(Cli, TokenizeIdsMatchTheVectors) {
+  REQUIRE_MODEL(path, "stories260K.gguf");
+  const Result r = run("tokenize -m " + path + " --ids --no-bos \"Once upon a time\"");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(r.out, "403 407 261 378\n");
+}
+
+TEST(Cli, TokenizeStdinKeepsNewlines) {
+  REQUIRE_MODEL(path, "stories260K.gguf");
+  const std::string text_file = temp_path("text.txt");
+  write_file(text_file, "The cat sat on the mat.\nThe end.");
+  const Result r = run("tokenize -m " + path + " --ids --no-bos --stdin < " + text_file);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(r.out, "291 280 294 262 294 353 265 284 294 426 13 434 260 344 264 426\n");
+  std::filesystem::remove(text_file);
+}
+
+TEST(Cli, UnknownShapeIsAClearError) {
+  const Result r = run("gen-model --shape nope -o " + temp_path("x.gguf"));
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("unknown shape 'nope'"), std::string::npos) << r.out;
+}

@@ -1,0 +1,118 @@
+// Paged causal attention on every ISA path against attention_reference
+// (full score vector, two-pass softmax, double). Tolerance: |out - ref| <=
+// 2e-5 (1 + |ref|): f32 accumulation and the polynomial exp, values ~N(0, 1).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "gguf/quant.h"
+#include "kernel_test_util.h"
+#include "kernels/attention.h"
+
+namespace llmserve::kernels {
+namespace {
+
+using gguf::TensorType;
+using llmserve::testing::IsaGuard;
+
+struct Case {
+  int n_head, n_head_kv, head_dim, block_size;
+};
+
+// A shared paged cache holding several sequences, each with its own shuffled
+// block table, and queries for each.
+struct Fixture {
+  AttentionShape shape;
+  KvLayout layout;
+  std::vector<uint8_t> k, v;
+  std::vector<std::vector<int32_t>> tables;
+  std::vector<std::vector<float>> q, out, ref;
+  std::vector<AttentionSeq> seqs;
+
+  Fixture(const Case& c, TensorType type, const std::vector<std::pair<int, int>>& pos0_nq, std::mt19937& rng)
+      : shape{c.n_head, c.n_head_kv, c.head_dim} {
+    const int kv_dim = c.n_head_kv * c.head_dim;
+    layout = {type, c.block_size, kv_dim, gguf::row_bytes(type, kv_dim)};
+    int total_blocks = 0;
+    for (auto [pos0, nq] : pos0_nq) total_blocks += (pos0 + nq + c.block_size - 1) / c.block_size;
+    std::vector<int32_t> physical(total_blocks);
+    std::iota(physical.begin(), physical.end(), 0);
+    std::shuffle(physical.begin(), physical.end(), rng);
+    const size_t bytes = static_cast<size_t>(total_blocks) * c.block_size * layout.row_bytes;
+    k.resize(bytes);
+    v.resize(bytes);
+    for (auto* cache : {&k, &v})
+      for (int64_t r = 0; r < int64_t{total_blocks} * c.block_size; ++r) {
+        const auto row = llmserve::testing::random_floats(rng, kv_dim);
+        gguf::quantize_row(type, row.data(), cache->data() + r * layout.row_bytes, kv_dim);
+      }
+    int next = 0;
+    for (auto [pos0, nq] : pos0_nq) {
+      const int n_blocks = (pos0 + nq + c.block_size - 1) / c.block_size;
+      tables.emplace_back(physical.begin() + next, physical.begin() + next + n_blocks);
+      next += n_blocks;
+      const size_t n = static_cast<size_t>(nq) * c.n_head * c.head_dim;
+      q.push_back(llmserve::testing::random_floats(rng, n, 2.0f));
+      out.emplace_back(n, NAN);
+      ref.emplace_back(n);
+    }
+    for (size_t i = 0; i < pos0_nq.size(); ++i)
+      seqs.push_back({q[i].data(), out[i].data(), pos0_nq[i].second, pos0_nq[i].first, tables[i].data()});
+  }
+};
+
+class AttentionTest : public ::testing::TestWithParam<std::tuple<TensorType, Isa>> {};
+
+TEST_P(AttentionTest, MatchesReference) {
+  const auto [type, isa] = GetParam();
+  IsaGuard guard(isa);
+  ThreadPool pool(3);
+  std::mt19937 rng(11);
+  // (pos0, n_q) per sequence: prefill, decode, a prefill chunk after cached
+  // context, and one query row per KV block boundary case.
+  const std::vector<std::pair<int, int>> batch = {{0, 37}, {50, 1}, {20, 9}, {15, 1}, {0, 1}, {0, 100}};
+  for (const Case& c : {Case{8, 4, 8, 16}, Case{8, 8, 32, 5}, Case{32, 4, 64, 16}, Case{6, 2, 48, 32},
+                        Case{2, 1, 96, 7}}) {
+    SCOPED_TRACE("heads " + std::to_string(c.n_head) + "/" + std::to_string(c.n_head_kv) + " head_dim " +
+                 std::to_string(c.head_dim));
+    Fixture f(c, type, batch, rng);
+    attention(f.shape, f.layout, f.k.data(), f.v.data(), f.seqs.data(), static_cast<int>(f.seqs.size()), pool);
+    for (size_t s = 0; s < f.seqs.size(); ++s) f.seqs[s].out = f.ref[s].data();
+    attention_reference(f.shape, f.layout, f.k.data(), f.v.data(), f.seqs.data(), static_cast<int>(f.seqs.size()));
+    for (size_t s = 0; s < f.seqs.size(); ++s)
+      for (size_t i = 0; i < f.out[s].size(); ++i)
+        ASSERT_LE(std::fabs(f.out[s][i] - f.ref[s][i]), 2e-5 * (1 + std::fabs(f.ref[s][i])))
+            << "sequence " << s << " element " << i << ": " << f.out[s][i] << " vs " << f.ref[s][i];
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(KvTypes, AttentionTest,
+                         ::testing::Combine(::testing::Values(TensorType::F32, TensorType::F16, TensorType::Q8_0),
+                                            ::testing::ValuesIn(llmserve::testing::runnable_isas())),
+                         [](const auto& info) {
+                           return std::string(gguf::type_info(std::get<0>(info.param))->name) + "_" +
+                                  std::string(isa_name(std::get<1>(info.param)));
+                         });
+
+TEST(AttentionErrors, RejectsInconsistentArguments) {
+  ThreadPool pool(1);
+  std::vector<float> q(64), out(64);
+  std::vector<uint8_t> cache(4096);
+  const int32_t table[] = {0};
+  AttentionSeq seq{q.data(), out.data(), 1, 0, table};
+  const KvLayout f16{TensorType::F16, 16, 32, 64};
+  EXPECT_THROW(attention({3, 2, 16}, f16, cache.data(), cache.data(), &seq, 1, pool), Error);  // 3 % 2
+  EXPECT_THROW(attention({4, 2, 8}, f16, cache.data(), cache.data(), &seq, 1, pool), Error);   // kv_dim 16 != 32
+  const KvLayout q4{TensorType::Q4_0, 16, 32, 18};
+  EXPECT_THROW(attention({4, 2, 16}, q4, cache.data(), cache.data(), &seq, 1, pool), Error);
+  EXPECT_NO_THROW(attention({4, 2, 16}, f16, cache.data(), cache.data(), &seq, 1, pool));
+}
+
+}  // namespace
+}  // namespace llmserve::kernels

@@ -1,0 +1,165 @@
+// matmul on every weight type x every ISA path this machine runs, against
+// matmul_reference (dequantize + double accumulation).
+//
+// Tolerances, per output y[t][r], with A = sum_c |w_rc x_tc|:
+//  - float weights: |y - ref| <= 2e-5 A (f32 accumulation).
+//  - quantized weights, against the reference fed the same int8-rounded
+//    activations the kernel uses: |y - ref_q| <= 2e-5 A. This checks the
+//    integer kernels exactly, up to float rounding.
+//  - quantized, against the exact activations: the rounding bound itself,
+//    |y - ref| <= sum_c |w_rc| amax_b / 254 (+ the float slack above), where
+//    amax_b is the largest |x| of column c's 32-block.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <tuple>
+#include <vector>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "kernel_test_util.h"
+#include "kernels/matmul.h"
+#include "kernels/panel.h"
+
+namespace llmserve::kernels {
+namespace {
+
+using gguf::TensorType;
+using llmserve::testing::IsaGuard;
+
+struct Shape {
+  int64_t rows, cols, n_tokens;
+};
+
+std::vector<Shape> shapes_for(TensorType type) {
+  const int64_t blk = gguf::type_info(type)->block_elems;
+  const int64_t c1 = blk == 256 ? 256 : blk == 32 ? 96 : 37;  // odd column count for float types
+  const int64_t c2 = blk == 256 ? 768 : blk == 32 ? 320 : 300;
+  std::vector<Shape> out;
+  for (int64_t t : {1, 2, 3, 4, 5, 7, 8, 9, 13, 16, 17, 20}) out.push_back({t % 2 ? 17 : 33, c1, t});
+  out.push_back({1, c2, 1});
+  out.push_back({15, c2, 3});
+  out.push_back({16, c1, 1});
+  out.push_back({45, c2, 6});
+  out.push_back({70, c2, 100});  // prefill-like: several token blocks, several panels per thread
+  return out;
+}
+
+std::vector<float> dequantize(TensorType type, const std::vector<uint8_t>& raw, int64_t rows, int64_t cols) {
+  std::vector<float> w(static_cast<size_t>(rows * cols));
+  const size_t rb = llmserve::testing::row_bytes_of(type, cols);
+  for (int64_t r = 0; r < rows; ++r) gguf::dequantize_row(type, raw.data() + r * rb, w.data() + r * cols, cols);
+  return w;
+}
+
+// The activations the integer kernels actually multiply: x rounded to int8
+// per 32-block (the scalar quantizer; every ISA's is bit-identical).
+std::vector<float> rounded_activations(const std::vector<float>& x, int64_t n_tokens, int64_t cols) {
+  std::vector<Q8Act> q(static_cast<size_t>(cols / kQBlock));
+  std::vector<float> out(x.size());
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    matmul_kernels(Isa::scalar).quantize(x.data() + t * cols, cols, q.data());
+    for (int64_t c = 0; c < cols; ++c) out[t * cols + c] = q[c / kQBlock].d * q[c / kQBlock].qs[c % kQBlock];
+  }
+  return out;
+}
+
+class MatmulTest : public ::testing::TestWithParam<std::tuple<TensorType, Isa>> {};
+
+TEST_P(MatmulTest, MatchesReference) {
+  const auto [type, isa] = GetParam();
+  IsaGuard guard(isa);
+  const bool quantized = is_quantized(panel_format(type)) || !has_own_panel_format(type);
+  const bool int_kernel = is_quantized(panel_format(type));
+  std::mt19937 rng(1234 + static_cast<int>(type));
+  ThreadPool pool(3);  // more threads than this machine's cores: uneven splits, real contention
+  for (const Shape& s : shapes_for(type)) {
+    SCOPED_TRACE("rows " + std::to_string(s.rows) + " cols " + std::to_string(s.cols) + " tokens " +
+                 std::to_string(s.n_tokens));
+    const auto raw = llmserve::testing::random_rows(rng, type, s.rows, s.cols);
+    const auto x = llmserve::testing::random_floats(rng, static_cast<size_t>(s.n_tokens * s.cols));
+    Matrix w{type, raw.data(), s.rows, s.cols, llmserve::testing::row_bytes_of(type, s.cols)};
+    const size_t n_out = static_cast<size_t>(s.rows * s.n_tokens);
+
+    std::vector<float> y_unprepared(n_out), y(n_out), ref(n_out), ref_q(n_out);
+    matmul(w, x.data(), s.n_tokens, y_unprepared.data(), pool);
+    Matrix prepared = w;
+    const PackedWeights storage = prepare(prepared, &pool);
+    EXPECT_EQ(prepared.packed != nullptr, has_own_panel_format(type));
+    matmul(prepared, x.data(), s.n_tokens, y.data(), pool);
+    EXPECT_EQ(y, y_unprepared) << "prepared and on-the-fly panels must give identical results";
+
+    matmul_reference(w, x.data(), s.n_tokens, ref.data());
+    const auto xq = int_kernel ? rounded_activations(x, s.n_tokens, s.cols) : x;
+    matmul_reference(w, xq.data(), s.n_tokens, ref_q.data());
+
+    const auto wf = dequantize(type, raw, s.rows, s.cols);
+    int bad = 0;
+    for (int64_t t = 0; t < s.n_tokens && bad < 5; ++t)
+      for (int64_t r = 0; r < s.rows && bad < 5; ++r) {
+        double abs_dot = 0, rounding = 0;
+        for (int64_t c = 0; c < s.cols; ++c) {
+          const float* xb = &x[t * s.cols + c / kQBlock * kQBlock];
+          float amax = 0;
+          if (int_kernel)
+            for (int i = 0; i < kQBlock; ++i) amax = std::max(amax, std::fabs(xb[i]));
+          abs_dot += std::fabs(wf[r * s.cols + c] * xq[t * s.cols + c]);
+          rounding += std::fabs(wf[r * s.cols + c]) * amax / 254.0;
+        }
+        const size_t i = t * s.rows + r;
+        const double slack = 2e-5 * abs_dot + 1e-30;
+        if (std::fabs(y[i] - ref_q[i]) > slack || std::fabs(y[i] - ref[i]) > rounding * 1.0001 + slack) {
+          ++bad;
+          ADD_FAILURE() << "t " << t << " r " << r << ": got " << y[i] << ", reference " << ref[i]
+                        << " (with rounded activations " << ref_q[i] << "), |w||x| " << abs_dot;
+        }
+      }
+    (void)quantized;
+  }
+}
+
+std::string case_name(const ::testing::TestParamInfo<std::tuple<TensorType, Isa>>& info) {
+  return std::string(gguf::type_info(std::get<0>(info.param))->name) + "_" +
+         std::string(isa_name(std::get<1>(info.param)));
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, MatmulTest,
+                         ::testing::Combine(::testing::Values(TensorType::Q8_0, TensorType::Q4_0, TensorType::Q4_K,
+                                                              TensorType::Q6_K, TensorType::F32, TensorType::F16,
+                                                              TensorType::BF16, TensorType::Q4_1, TensorType::Q5_0,
+                                                              TensorType::Q5_1, TensorType::Q5_K),
+                                            ::testing::ValuesIn(llmserve::testing::runnable_isas())),
+                         case_name);
+
+TEST(MatmulQuantize, EveryIsaRoundsIdentically) {
+  std::mt19937 rng(7);
+  const int64_t cols = 32 * 40;
+  auto x = llmserve::testing::random_floats(rng, cols, 3.0f);
+  for (int i = 0; i < 32; ++i) x[64 + i] = 0.0f;  // an all-zero block
+  x[5] = 1e-30f;                                   // tiny values next to large ones
+  std::vector<Q8Act> want(cols / 32), got(cols / 32);
+  matmul_kernels(Isa::scalar).quantize(x.data(), cols, want.data());
+  for (Isa isa : llmserve::testing::runnable_isas()) {
+    matmul_kernels(isa).quantize(x.data(), cols, got.data());
+    for (size_t b = 0; b < want.size(); ++b) {
+      EXPECT_EQ(0, std::memcmp(&want[b], &got[b], sizeof(Q8Act))) << isa_name(isa) << " block " << b;
+    }
+  }
+}
+
+TEST(MatmulErrors, RejectsUnsupportedTypesAndShapes) {
+  ThreadPool pool(1);
+  std::vector<uint8_t> bytes(4096);
+  std::vector<float> x(512), y(16);
+  Matrix q2k{TensorType::Q2_K, bytes.data(), 1, 256, 84};
+  EXPECT_THROW(matmul(q2k, x.data(), 1, y.data(), pool), Error);
+  Matrix ragged{TensorType::Q8_0, bytes.data(), 1, 48, 51};
+  EXPECT_THROW(matmul(ragged, x.data(), 1, y.data(), pool), Error);
+  EXPECT_THROW(prepare(ragged), Error);
+  Matrix short_rows{TensorType::Q8_0, bytes.data(), 2, 64, 34};
+  EXPECT_THROW(matmul(short_rows, x.data(), 1, y.data(), pool), Error);
+}
+
+}  // namespace
+}  // namespace llmserve::kernels

@@ -1,0 +1,141 @@
+// Row ops on every ISA path against reference:: (double accumulation).
+// Tolerances are relative: |y - ref| <= tol * (|ref| + scale), with tol a few
+// float ulps times the op's depth (2e-6 for add and the polynomial exp,
+// 1e-5 for sums over a row).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "core/error.h"
+#include "kernel_test_util.h"
+#include "kernels/ops.h"
+
+namespace llmserve::kernels {
+namespace {
+
+using llmserve::testing::IsaGuard;
+using llmserve::testing::random_floats;
+
+class OpsTest : public ::testing::TestWithParam<Isa> {};
+
+void expect_close(const std::vector<float>& got, const std::vector<float>& want, double tol, double scale = 0) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_LE(std::fabs(got[i] - want[i]), tol * (std::fabs(want[i]) + scale)) << "at " << i << ": " << got[i] << " vs " << want[i];
+}
+
+// Sizes around every vector width, plus model sizes.
+const int64_t kSizes[] = {1, 3, 7, 8, 9, 15, 16, 17, 31, 33, 100, 768, 2048, 5632};
+
+TEST_P(OpsTest, RmsNorm) {
+  IsaGuard guard(GetParam());
+  std::mt19937 rng(1);
+  for (int64_t dim : kSizes) {
+    const int64_t rows = 3;
+    const auto x = random_floats(rng, dim * rows, 2.0f), w = random_floats(rng, dim);
+    std::vector<float> got(x.size()), want(x.size());
+    rmsnorm(x.data(), w.data(), 1e-5f, dim, rows, got.data());
+    reference::rmsnorm(x.data(), w.data(), 1e-5f, dim, rows, want.data());
+    expect_close(got, want, 1e-5);
+    std::vector<float> in_place = x;  // output may alias the input
+    rmsnorm(in_place.data(), w.data(), 1e-5f, dim, rows, in_place.data());
+    EXPECT_EQ(in_place, got);
+  }
+}
+
+TEST_P(OpsTest, Softmax) {
+  IsaGuard guard(GetParam());
+  std::mt19937 rng(2);
+  for (int64_t n : kSizes) {
+    auto x = random_floats(rng, n, 5.0f);
+    x[0] += 40.0f;  // a dominant entry: the rest underflow towards 0
+    auto want = x;
+    softmax(x.data(), n);
+    reference::softmax(want.data(), n);
+    expect_close(x, want, 1e-5, 1e-7);
+  }
+  std::vector<float> masked = {1.0f, -INFINITY, 2.0f, -INFINITY};
+  softmax(masked.data(), 4);
+  EXPECT_EQ(masked[1], 0.0f);
+  EXPECT_NEAR(masked[0] + masked[2], 1.0f, 1e-6);
+}
+
+TEST_P(OpsTest, SiluMul) {
+  IsaGuard guard(GetParam());
+  std::mt19937 rng(3);
+  for (int64_t n : kSizes) {
+    auto gate = random_floats(rng, n, 4.0f);
+    if (n > 3) gate[0] = -100.0f, gate[1] = 100.0f, gate[2] = 0.0f;  // saturation and zero
+    const auto up = random_floats(rng, n);
+    std::vector<float> got(n), want(n);
+    silu_mul(gate.data(), up.data(), n, got.data());
+    reference::silu_mul(gate.data(), up.data(), n, want.data());
+    expect_close(got, want, 2e-6, 1e-30);
+  }
+}
+
+TEST_P(OpsTest, Add) {
+  IsaGuard guard(GetParam());
+  std::mt19937 rng(4);
+  for (int64_t n : kSizes) {
+    const auto a = random_floats(rng, n), b = random_floats(rng, n);
+    std::vector<float> got(n), want(n);
+    add(a.data(), b.data(), n, got.data());
+    reference::add(a.data(), b.data(), n, want.data());
+    EXPECT_EQ(got, want);  // one rounding either way: exact
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Isas, OpsTest, ::testing::ValuesIn(llmserve::testing::runnable_isas()),
+                         [](const auto& info) { return std::string(isa_name(info.param)); });
+
+// RoPE has one implementation (angles shared by all heads); the reference
+// does the rotation in double as well.
+TEST(Rope, MatchesReferenceBothModes) {
+  std::mt19937 rng(5);
+  const int n_heads = 3, head_dim = 16;
+  const int64_t n_tokens = 5, stride = n_heads * head_dim + 7;  // padded rows
+  std::vector<int32_t> pos = {0, 1, 17, 1000, 40000};
+  for (RopeMode mode : {RopeMode::normal, RopeMode::neox})
+    for (int n_rot : {16, 8}) {
+      const RopeParams p{head_dim, n_rot, 10000.0f, 0.5f, mode};
+      const auto x = random_floats(rng, n_tokens * stride);
+      auto got = x, want = x;
+      rope(got.data(), n_tokens, stride, n_heads, pos.data(), p);
+      reference::rope(want.data(), n_tokens, stride, n_heads, pos.data(), p);
+      expect_close(got, want, 1e-5, 1e-6);
+      for (int64_t t = 0; t < n_tokens; ++t)
+        for (int h = 0; h < n_heads; ++h)
+          for (int d = n_rot; d < head_dim; ++d) EXPECT_EQ(got[t * stride + h * head_dim + d], x[t * stride + h * head_dim + d]);
+      EXPECT_EQ(got[0], x[0]);  // position 0 is the identity
+    }
+}
+
+TEST(Rope, PairOrdering) {
+  // One head of 4 dims at an angle of pi/2 for pair 0: normal rotates (x0, x1),
+  // neox rotates (x0, x2).
+  const RopeParams normal{4, 4, 1.0f, static_cast<float>(M_PI / 2), RopeMode::normal};
+  const int32_t pos = 1;
+  std::vector<float> x = {1, 2, 3, 4};
+  rope(x.data(), 1, 4, 1, &pos, normal);
+  EXPECT_NEAR(x[0], -2, 1e-6);
+  EXPECT_NEAR(x[1], 1, 1e-6);
+  RopeParams neox = normal;
+  neox.mode = RopeMode::neox;
+  x = {1, 2, 3, 4};
+  rope(x.data(), 1, 4, 1, &pos, neox);
+  EXPECT_NEAR(x[0], -3, 1e-6);
+  EXPECT_NEAR(x[2], 1, 1e-6);
+}
+
+TEST(Rope, RejectsBadRotation) {
+  std::vector<float> x(8);
+  const int32_t pos = 0;
+  EXPECT_THROW(rope(x.data(), 1, 8, 1, &pos, {8, 7, 10000.0f, 1.0f, RopeMode::normal}), Error);
+  EXPECT_THROW(rope(x.data(), 1, 8, 1, &pos, {8, 10, 10000.0f, 1.0f, RopeMode::normal}), Error);
+}
+
+}  // namespace
+}  // namespace llmserve::kernels

@@ -1,0 +1,93 @@
+// The fast forward pass (batched prefill, then decode) against the scalar
+// oracle, logits at every position. Tolerance: max |fast - ref| relative to
+// the largest |ref| logit: 1e-4 for float weights (only summation order
+// differs), 3e-2 for quantized weights, where the fast path also quantizes
+// activations to int8 per 32-block.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "core/thread_pool.h"
+#include "model/runner.h"
+#include "model/reference.h"
+#include "model/synthetic.h"
+#include "test_models.h"
+
+using namespace llmserve;
+
+namespace {
+
+float tolerance_for(gguf::TensorType t) {
+  using T = gguf::TensorType;
+  return (t == T::F32 || t == T::F16 || t == T::BF16) ? 1e-4f : 3e-2f;
+}
+
+// Relative max difference between one row of fast logits and the oracle's.
+float relative_error(std::span<const float> fast, const std::vector<float>& ref) {
+  float diff = 0.0f, scale = 1e-6f;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    diff = std::max(diff, std::abs(fast[i] - ref[i]));
+    scale = std::max(scale, std::abs(ref[i]));
+  }
+  return diff / scale;
+}
+
+}  // namespace
+
+void expect_fast_matches_reference(const model::Model& m, int n_prompt, int n_decode) {
+  const size_t vocab = static_cast<size_t>(m.hparams().n_vocab);
+  std::vector<int32_t> tokens;
+  for (int i = 0; i < n_prompt + n_decode; ++i) tokens.push_back(static_cast<int32_t>((i * 7919 + 13) % vocab));
+  const float tol = tolerance_for(m.weights().layers[0].wq.type);
+
+  ThreadPool pool(2);
+  // f32 KV so only the kernels differ; max_tokens 7: the prompt crosses chunk boundaries.
+  model::SequenceRunner fast(m, pool, 256, gguf::TensorType::F32, /*max_tokens=*/7);
+  model::ReferenceModel ref(m);
+  const auto prompt = fast.eval({tokens.data(), static_cast<size_t>(n_prompt)}, model::Logits::All);
+  const std::vector<float> prompt_logits(prompt.begin(), prompt.end());
+  for (int i = 0; i < n_prompt; ++i) {
+    const auto expect = ref.step(tokens[i]);
+    EXPECT_LE(relative_error({&prompt_logits[i * vocab], vocab}, expect), tol) << "prompt position " << i;
+  }
+  for (int i = n_prompt; i < n_prompt + n_decode; ++i) {
+    const auto got = fast.eval({&tokens[i], 1});
+    EXPECT_LE(relative_error(got, ref.step(tokens[i])), tol) << "decode position " << i;
+  }
+}
+
+class RealModel : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(RealModel, FastMatchesReference) {
+  REQUIRE_MODEL(path, GetParam());
+  const auto m = model::Model::load(path);
+  expect_fast_matches_reference(*m, 20, 8);
+}
+
+INSTANTIATE_TEST_SUITE_P(SharedModels, RealModel,
+                         ::testing::Values("stories260K.gguf", "TinyStories-656K.f16.gguf",
+                                           "tinystories-656k-q8_0.gguf", "llama-2-tiny-random.gguf"));
+
+// Synthetic tiny models in every type gen-model writes.
+class SyntheticModel : public ::testing::TestWithParam<gguf::TensorType> {};
+
+TEST_P(SyntheticModel, FastMatchesReference) {
+  model::SyntheticSpec spec;
+  spec.shape = *model::find_shape("tiny");
+  spec.type = GetParam();
+  spec.seed = 3;
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("llmserve-synthetic-" + std::to_string(getpid()) + "-" +
+                             std::string(gguf::type_info(spec.type)->name) + ".gguf"))
+                               .string();
+  model::write_synthetic_model(spec, path);
+  const auto m = model::Model::load(path);
+  expect_fast_matches_reference(*m, 12, 6);
+  std::filesystem::remove(path);
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, SyntheticModel,
+                         ::testing::Values(gguf::TensorType::F32, gguf::TensorType::F16, gguf::TensorType::BF16,
+                                           gguf::TensorType::Q8_0, gguf::TensorType::Q4_0),
+                         [](const auto& info) { return std::string(gguf::type_info(info.param)->name); });

@@ -1,0 +1,147 @@
+// Both forward paths against float64 test vectors computed outside this
+// project (see ../shared/models/README.md): token ids must match exactly.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/thread_pool.h"
+#include "engine/sampler.h"
+#include "model/runner.h"
+#include "model/reference.h"
+#include "vectors.h"
+
+using llmserve::ThreadPool;
+using llmserve::engine::argmax;
+using llmserve::model::SequenceRunner;
+using llmserve::model::Logits;
+using llmserve::gguf::TensorType;
+using llmserve::model::Model;
+using llmserve::model::ReferenceModel;
+
+namespace {
+
+float max_abs_diff(std::span<const float> a, const nlohmann::json& b) {
+  EXPECT_EQ(a.size(), b.size());
+  float d = 0.0f;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) d = std::max(d, std::abs(a[i] - b[i].get<float>()));
+  return d;
+}
+
+// Greedy decoding from BOS, llama2.c style: stop when BOS (or `stop`) is produced.
+template <typename StepFn>
+std::vector<int> greedy_from_bos(StepFn step, int bos, int steps, int stop) {
+  std::vector<int> out;
+  int token = bos;
+  for (int i = 0; i < steps; ++i) {
+    const auto logits = step(token);
+    token = argmax(logits);
+    out.push_back(token);
+    if (token == bos || token == stop) break;
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST(Stories260K, ReferenceMatchesVectors) {
+  REQUIRE_MODEL(path, "stories260K.gguf");
+  const auto vec = load_vectors(llmserve::testing::model_path("stories260K.testvectors.json"));
+  const auto model = Model::load(path);
+  ReferenceModel ref(*model);
+  const std::vector<float> logits0 = ref.step(1);
+  EXPECT_LT(max_abs_diff(logits0, vec["logits_after_bos_pos0"]), 1e-4f);
+
+  ReferenceModel fresh(*model);
+  const auto ids = greedy_from_bos([&](int t) { return fresh.step(t); }, 1, 256, -1);
+  EXPECT_EQ(ids, vec["greedy_ids"].get<std::vector<int>>());
+}
+
+TEST(Stories260K, FastPathMatchesVectors) {
+  REQUIRE_MODEL(path, "stories260K.gguf");
+  const auto vec = load_vectors(llmserve::testing::model_path("stories260K.testvectors.json"));
+  const auto model = Model::load(path);
+  ThreadPool pool(2);
+  SequenceRunner fwd(*model, pool, 512, TensorType::F32);  // f32 KV: the vectors are exact
+  const int32_t bos = 1;
+  EXPECT_LT(max_abs_diff(fwd.eval({&bos, 1}), vec["logits_after_bos_pos0"]), 1e-4f);
+
+  fwd.reset();
+  const auto ids = greedy_from_bos(
+      [&](int t) {
+        const int32_t tok = t;
+        const auto l = fwd.eval({&tok, 1});
+        return std::vector<float>(l.begin(), l.end());
+      },
+      1, 256, -1);
+  EXPECT_EQ(ids, vec["greedy_ids"].get<std::vector<int>>());
+}
+
+TEST(Stories260K, PromptThenGreedyContinuation) {
+  REQUIRE_MODEL(path, "stories260K.gguf");
+  const auto vec = load_vectors(llmserve::testing::model_path("stories260K.testvectors.json"));
+  const auto& pt = vec["prompt_test"];
+  const auto model = Model::load(path);
+  ThreadPool pool(2);
+  SequenceRunner fwd(*model, pool, 512, TensorType::F32);  // f32 KV: the vectors are exact
+  std::vector<int32_t> prompt{1};
+  for (int id : pt["prompt_ids"]) prompt.push_back(id);
+  auto logits = fwd.eval(prompt);  // the whole prompt in one batched pass
+  EXPECT_LT(max_abs_diff(logits, pt["logits_after_last_prompt_token"]), 1e-4f);
+  std::vector<int> cont;
+  for (size_t i = 0; i < pt["greedy_continuation_ids_64"].size(); ++i) {
+    const int32_t t = argmax(logits);
+    cont.push_back(t);
+    logits = fwd.eval({&t, 1});
+  }
+  EXPECT_EQ(cont, pt["greedy_continuation_ids_64"].get<std::vector<int>>());
+}
+
+TEST(TinyStories656K, F16MatchesF32Vectors) {
+  REQUIRE_MODEL(path, "TinyStories-656K.f16.gguf");
+  const auto vec = load_vectors(llmserve::testing::model_path("TinyStories-656K.testvectors.json"));
+  const auto model = Model::load(path);
+  ThreadPool pool(2);
+  SequenceRunner fwd(*model, pool, 512, TensorType::F32);  // f32 KV: the vectors are exact
+  const int32_t bos = 1;
+  EXPECT_LT(max_abs_diff(fwd.eval({&bos, 1}), vec["logits_after_bos_pos0_f32"]), 1e-4f);
+  fwd.reset();
+  const auto ids = greedy_from_bos(
+      [&](int t) {
+        const int32_t tok = t;
+        const auto l = fwd.eval({&tok, 1});
+        return std::vector<float>(l.begin(), l.end());
+      },
+      1, 128, 2);
+  EXPECT_EQ(ids, vec["greedy_ids_f32_and_f16"].get<std::vector<int>>());
+}
+
+TEST(TinyStories656K, Q8_0MatchesVectors) {
+  REQUIRE_MODEL(path, "tinystories-656k-q8_0.gguf");
+  const auto vec = load_vectors(llmserve::testing::model_path("TinyStories-656K.testvectors.json"));
+  const auto model = Model::load(path);
+  // The oracle decodes Q8_0 weights exactly, as the float64 vectors did.
+  ReferenceModel ref(*model);
+  EXPECT_LT(max_abs_diff(ref.step(1), vec["logits_after_bos_pos0_q8_0"]), 1e-4f);
+  ReferenceModel fresh(*model);
+  const auto ids = greedy_from_bos([&](int t) { return fresh.step(t); }, 1, 128, 2);
+  EXPECT_EQ(ids, vec["greedy_ids_q8_0"].get<std::vector<int>>());
+}
+
+TEST(TinyStories656K, Q8_0FastPathFollowsTheGreedyVectors) {
+  REQUIRE_MODEL(path, "tinystories-656k-q8_0.gguf");
+  const auto vec = load_vectors(llmserve::testing::model_path("TinyStories-656K.testvectors.json"));
+  const auto model = Model::load(path);
+  ThreadPool pool(2);
+  SequenceRunner fwd(*model, pool, 512, TensorType::F32);
+  const auto ids = greedy_from_bos(
+      [&](int t) {
+        const int32_t tok = t;
+        const auto l = fwd.eval({&tok, 1});
+        return std::vector<float>(l.begin(), l.end());
+      },
+      1, 128, 2);
+  const auto expect = vec["greedy_ids_q8_0"].get<std::vector<int>>();
+  // The fast path also rounds activations to int8 per 32-block, yet it
+  // follows the float64 greedy sequence of the dequantized weights to the end.
+  EXPECT_EQ(ids, expect);
+}

@@ -120,9 +120,9 @@ class MetadataParser {
         Array a;
         a.elem_type = static_cast<ValueType>(et);
         const uint64_t n = c_.read_count("array length", min_value_bytes(a.elem_type));
-        // Reserve no more than the value cap allows: the count is checked
-        // against the bytes left, but each item costs a whole Value here.
-        a.items.reserve(std::min(n, kMaxMetadataValues - n_values_ + 1));
+        // The count is checked against the bytes left, but each item costs a
+        // whole Value here: reserve a bounded amount and let the rest grow.
+        a.items.reserve(std::min<uint64_t>(n, 1u << 16));
         for (uint64_t i = 0; i < n; ++i) a.items.push_back(read_value(a.elem_type, depth + 1));
         v.data = std::move(a);
         break;

@@ -54,6 +54,7 @@ class Tokenizer {
   Token eos() const { return eos_; }
   bool add_bos_by_default() const { return add_bos_; }
   bool is_end_of_generation(Token id) const;  // eos, eot, eom, <|im_end|>, ...
+  const std::vector<Token>& end_of_generation_tokens() const { return end_of_generation_; }
   bool adds_space_prefix() const { return add_space_prefix_; }
 
  protected:

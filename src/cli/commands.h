@@ -10,5 +10,6 @@ void add_generate(CLI::App& app);
 void add_inspect(CLI::App& app);
 void add_tokenize(CLI::App& app);
 void add_gen_model(CLI::App& app);
+void add_bench(CLI::App& app);
 
 }  // namespace llmserve::cli

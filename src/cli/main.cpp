@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   llmserve::cli::add_inspect(app);
   llmserve::cli::add_tokenize(app);
   llmserve::cli::add_gen_model(app);
+  llmserve::cli::add_bench(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

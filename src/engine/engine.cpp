@@ -48,11 +48,12 @@ void fill_logprobs(std::span<const float> logits, int32_t token, int top, Genera
 struct Engine::Live {
   Live(OutputCallback cb, const RequestParams& p)
       : callback(std::move(cb)), sampler(p.sampling), top_logprobs(p.top_logprobs),
-        prompt_tokens(static_cast<int>(p.prompt.size())), stop_ids(p.stop_token_ids), submitted(Clock::now()) {}
+        prompt_tokens(static_cast<int>(p.prompt.size())), stop_ids(p.stop_token_ids), ignore_eos(p.ignore_eos),
+        submitted(Clock::now()) {}
 
   // Tokens that end the request and are not part of its text.
   bool is_stop(int32_t t, const tok::Tokenizer& tok) const {
-    return tok.is_end_of_generation(t) || std::find(stop_ids.begin(), stop_ids.end(), t) != stop_ids.end();
+    return (!ignore_eos && tok.is_end_of_generation(t)) || std::find(stop_ids.begin(), stop_ids.end(), t) != stop_ids.end();
   }
 
   OutputCallback callback;
@@ -60,6 +61,7 @@ struct Engine::Live {
   int top_logprobs;
   int prompt_tokens;
   std::vector<int32_t> stop_ids;
+  bool ignore_eos;
   int cached_prompt_tokens = 0;
   int generated = 0;
   Clock::time_point submitted, scheduled, first_token, last_token;
@@ -97,8 +99,9 @@ uint64_t Engine::submit(RequestParams params, OutputCallback callback) {
   std::lock_guard lock(mu_);
   if (stopping_) throw Error("the engine is shutting down");
   const uint64_t id = next_id_++;
-  incoming_.emplace_back(Sequence(id, std::move(params.prompt), params.max_new_tokens, std::move(params.stop_token_ids)),
-                         std::move(live));
+  Sequence seq(id, std::move(params.prompt), params.max_new_tokens, std::move(params.stop_token_ids));
+  seq.ignore_eos = params.ignore_eos;
+  incoming_.emplace_back(std::move(seq), std::move(live));
   ++metrics_.requests_submitted;
   wake_.notify_one();
   return id;

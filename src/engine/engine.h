@@ -46,6 +46,7 @@ struct RequestParams {
   int max_new_tokens = 256;            // 0: until EOS or the context ends
   std::vector<int32_t> stop_token_ids;  // besides the model's end-of-generation tokens
   int top_logprobs = -1;               // -1: no logprobs; 0..20: the sampled token's and this many best
+  bool ignore_eos = false;             // benchmarks: generate max_new_tokens whatever the model says
 };
 
 struct TokenLogprob {

@@ -240,7 +240,7 @@ void Scheduler::fail_step(const std::string& message) {
 
 FinishReason Scheduler::stop_reason(const Sequence& seq) const {
   const int32_t last = seq.all_tokens().back();
-  if (contains(config_.eos_token_ids, last) || contains(seq.stop_token_ids(), last)) return FinishReason::Stop;
+  if ((!seq.ignore_eos && contains(config_.eos_token_ids, last)) || contains(seq.stop_token_ids(), last)) return FinishReason::Stop;
   if (seq.num_tokens() >= token_limit(seq)) return FinishReason::Length;
   return FinishReason::None;
 }

@@ -27,6 +27,7 @@ Sequence Sequence::branch(SeqId child_id, int32_t last_token) const {
     throw Error("sequence " + std::to_string(id_) + " can only branch right after sampling a token");
   Sequence child(child_id, {}, max_new_tokens_, stop_token_ids_);
   child.tokens_ = tokens_;
+  child.ignore_eos = ignore_eos;
   child.tokens_.back() = last_token;
   child.num_prompt_ = num_prompt_;
   child.status = status;

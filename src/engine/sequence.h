@@ -51,6 +51,7 @@ class Sequence {
   std::vector<int> block_table;    // block i holds the KV of positions [i * block_size, (i + 1) * block_size)
   uint64_t arrival = 0;            // order of Scheduler::add calls
   bool cancel_requested = false;
+  bool ignore_eos = false;         // benchmarks: the model's EOS tokens do not end it
 
  private:
   SeqId id_;

@@ -108,6 +108,18 @@ Weights load_weights(const gguf::File& f, const HParams& hp, ThreadPool* pool) {
   return w;
 }
 
+MatmulFootprint matmul_footprint(const Weights& w) {
+  MatmulFootprint f;
+  auto count = [&](const kernels::Matrix& m) {
+    f.bytes += static_cast<uint64_t>(m.rows) * m.row_bytes;
+    f.params += static_cast<uint64_t>(m.rows) * static_cast<uint64_t>(m.cols);
+  };
+  count(w.output);
+  for (const LayerWeights& l : w.layers)
+    for (const kernels::Matrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) count(*m);
+  return f;
+}
+
 void read_row(const kernels::Matrix& m, int64_t row, float* out) {
   gguf::dequantize_row(m.type, m.data + static_cast<size_t>(row) * m.row_bytes, out, m.cols);
 }

@@ -39,6 +39,15 @@ struct Weights {
 // Matrices are repacked for the kernels (kernels::prepare) on `pool`.
 Weights load_weights(const gguf::File& file, const HParams& hp, ThreadPool* pool = nullptr);
 
+// What one decoded token streams through the matmuls: the bytes of every
+// layer matrix and the output projection (the embedding contributes one row),
+// and their parameter count (a token costs 2 FLOPs per parameter).
+struct MatmulFootprint {
+  uint64_t bytes = 0;
+  uint64_t params = 0;
+};
+MatmulFootprint matmul_footprint(const Weights& w);
+
 // Row `row` of a matrix in any type, decoded to f32 (embedding lookup).
 void read_row(const kernels::Matrix& m, int64_t row, float* out);
 

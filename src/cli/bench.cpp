@@ -1,0 +1,143 @@
+// llmserve bench: prefill (pp) and decode (tg) speed of one sequence, set
+// against the machine's ceilings measured in the same run: decode against
+// memory read bandwidth (every weight byte is streamed once per token),
+// prefill against the peak arithmetic rate.
+#include "cli/bench.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <random>
+
+#include "cli/commands.h"
+#include "cli/default_model.h"
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "gguf/types.h"
+#include "kernels/roofline.h"
+#include "model/runner.h"
+
+namespace llmserve::cli {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+constexpr size_t kBandwidthBytes = size_t{1} << 30;  // well beyond any cache
+
+bool is_float_type(gguf::TensorType t) {
+  return t == gguf::TensorType::F32 || t == gguf::TensorType::F16 || t == gguf::TensorType::BF16;
+}
+
+// Matmul FLOPs of a prompt of p tokens plus causal attention's QK^T and PV.
+double prefill_flops(const model::Model& m, uint64_t matmul_params, int p) {
+  const model::HParams& hp = m.hparams();
+  const double attention = 4.0 * hp.q_dim() * (double(p) * (p + 1) / 2) * hp.n_layer;
+  return 2.0 * double(matmul_params) * p + attention;
+}
+
+}  // namespace
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+void run_single_bench(const BenchOptions& o) {
+  if (o.prompt_tokens < 1 || o.gen_tokens < 1 || o.reps < 1) throw Error("-p, -n and --reps must be >= 1");
+  const auto model = model::Model::load(resolve_model(o.model));
+  const auto kv_type = gguf::type_info_by_name(o.kv_type);
+  if (!kv_type) throw Error("unknown --kv-type '" + o.kv_type + "'");
+  const int threads = o.threads > 0 ? o.threads : default_thread_count();
+  ThreadPool pool(threads);
+  const model::MatmulFootprint fp = model::matmul_footprint(model->weights());
+  const gguf::TensorType wtype = model->weights().layers[0].wq.type;
+  const std::string type_name(gguf::type_info(wtype)->name);
+
+  MachineCeilings c;
+  c.peak_int8_gops = kernels::measure_peak_int8_gops(pool);
+  c.peak_f32_gflops = kernels::measure_peak_f32_gflops(pool);
+  const double peak = is_float_type(wtype) ? c.peak_f32_gflops : c.peak_int8_gops;
+
+  std::mt19937 rng(1);
+  std::vector<int32_t> prompt(o.prompt_tokens);
+  for (auto& t : prompt) t = static_cast<int32_t>(rng() % model->hparams().n_vocab);
+  const int n_ctx = o.prompt_tokens + o.gen_tokens;
+  if (n_ctx > model->hparams().n_ctx_train)
+    throw Error("-p + -n = " + std::to_string(n_ctx) + " exceeds the model's context of " +
+                std::to_string(model->hparams().n_ctx_train));
+  model::SequenceRunner runner(*model, pool, n_ctx, kv_type->type, o.prompt_tokens);
+
+  // Each repetition measures bandwidth, prefill and decode back to back, so
+  // the fractions compare numbers taken under the same machine conditions.
+  std::vector<double> bw, pp, tg;
+  if (!o.json)
+    std::printf("%-4s %12s %12s %12s %10s\n", "rep", "read GB/s", "pp tok/s", "tg tok/s", "roofline");
+  for (int r = 0; r < o.reps; ++r) {
+    bw.push_back(kernels::measure_read_bandwidth(pool, kBandwidthBytes, 1));
+    runner.reset();
+    auto t0 = Clock::now();
+    auto logits = runner.eval(prompt);
+    pp.push_back(o.prompt_tokens / seconds_since(t0));
+    t0 = Clock::now();
+    for (int i = 0; i < o.gen_tokens; ++i) {
+      const int32_t next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      logits = runner.eval({&next, 1});
+    }
+    tg.push_back(o.gen_tokens / seconds_since(t0));
+    if (!o.json)
+      std::printf("%-4d %12.2f %12.1f %12.2f %10.3f\n", r, bw.back(), pp.back(), tg.back(),
+                  tg.back() * fp.bytes / (bw.back() * 1e9));
+  }
+
+  const double bw_med = median(bw), pp_med = median(pp), tg_med = median(tg);
+  const double roofline = tg_med * fp.bytes / (bw_med * 1e9);
+  const double pp_gflops = prefill_flops(*model, fp.params, o.prompt_tokens) * pp_med / o.prompt_tokens / 1e9;
+  if (o.json) {
+    std::printf(
+        "{\"model\":\"%s\",\"type\":\"%s\",\"threads\":%d,\"pp\":%d,\"tg\":%d,\"reps\":%d,"
+        "\"pp_tps\":%.2f,\"pp_tps_min\":%.2f,\"tg_tps\":%.3f,\"tg_tps_min\":%.3f,\"bytes_per_token\":%llu,"
+        "\"read_bw_gbs\":%.3f,\"roofline_frac\":%.4f,\"pp_gflops\":%.2f,\"peak_int8_gops\":%.1f,"
+        "\"peak_f32_gflops\":%.1f,\"pp_compute_frac\":%.4f}\n",
+        model->file().path().c_str(), type_name.c_str(), threads, o.prompt_tokens, o.gen_tokens, o.reps, pp_med,
+        *std::min_element(pp.begin(), pp.end()), tg_med, *std::min_element(tg.begin(), tg.end()),
+        static_cast<unsigned long long>(fp.bytes), bw_med, roofline, pp_gflops, c.peak_int8_gops, c.peak_f32_gflops,
+        pp_gflops / peak);
+    return;
+  }
+  std::printf("\nmodel %s (%s weights), %d threads, median of %d\n", model->file().path().c_str(), type_name.c_str(),
+              threads, o.reps);
+  std::printf("  prefill pp%-5d %10.1f tokens/s (min %.1f)  %8.1f GFLOP/s = %.3f of peak %s %.1f\n",
+              o.prompt_tokens, pp_med, *std::min_element(pp.begin(), pp.end()), pp_gflops, pp_gflops / peak,
+              is_float_type(wtype) ? "f32" : "int8", peak);
+  std::printf("  decode  tg%-5d %10.2f tokens/s (min %.2f)\n", o.gen_tokens, tg_med,
+              *std::min_element(tg.begin(), tg.end()));
+  std::printf("  weight bytes per token %.1f MB, read bandwidth %.2f GB/s -> decode roofline %.2f tokens/s\n",
+              fp.bytes / 1e6, bw_med, bw_med * 1e9 / fp.bytes);
+  std::printf("  roofline_frac %.3f\n", roofline);
+}
+
+void add_bench(CLI::App& app) {
+  auto o = std::make_shared<BenchOptions>();
+  CLI::App* cmd = app.add_subcommand("bench", "Measure prefill/decode speed against the machine's ceilings");
+  cmd->add_option("-m,--model", o->model, "GGUF model file (default: the built-in random-weight model)");
+  cmd->add_option("-p,--prompt-tokens", o->prompt_tokens, "Prompt length for prefill")->capture_default_str();
+  cmd->add_option("-n,--gen-tokens", o->gen_tokens, "Tokens to decode")->capture_default_str();
+  cmd->add_option("-t,--threads", o->threads, "Threads (default: physical cores)");
+  cmd->add_option("--reps", o->reps, "Repetitions (min and median reported)")->capture_default_str();
+  cmd->add_option("--kv-type", o->kv_type, "KV cache type: f16, f32 or q8_0")->capture_default_str();
+  cmd->add_option("--batch", o->batches, "Batch sizes for the engine sweep, e.g. 1,2,4,8,16,32")->delimiter(',');
+  cmd->add_flag("--json", o->json, "One JSON object per result line");
+  cmd->callback([o] {
+    if (o->batches.empty())
+      run_single_bench(*o);
+    else
+      run_batch_bench(*o);
+  });
+}
+
+}  // namespace llmserve::cli

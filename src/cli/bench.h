@@ -1,0 +1,31 @@
+#pragma once
+// llmserve bench: the two halves share their flags and the machine's ceilings.
+#include <string>
+#include <vector>
+
+namespace llmserve::cli {
+
+struct BenchOptions {
+  std::string model;
+  int prompt_tokens = 512;    // -p
+  int gen_tokens = 128;       // -n
+  int threads = 0;            // -t; 0: physical cores
+  int reps = 3;
+  bool json = false;
+  std::vector<int> batches;   // --batch: engine sweep instead of single-sequence pp/tg
+  std::string kv_type = "f16";
+};
+
+// Ceilings measured on this machine in this run.
+struct MachineCeilings {
+  double read_bw_gbs = 0;      // streaming read, GB/s
+  double peak_int8_gops = 0;
+  double peak_f32_gflops = 0;
+};
+
+void run_single_bench(const BenchOptions& o);  // bench.cpp
+void run_batch_bench(const BenchOptions& o);   // bench_batch.cpp
+
+double median(std::vector<double> v);
+
+}  // namespace llmserve::cli

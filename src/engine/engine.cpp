@@ -232,7 +232,16 @@ void Engine::step() {
 
 void Engine::deliver_finished() {
   const auto now = Clock::now();
-  for (const auto& seq : scheduler_.take_finished()) {
+  auto finished = scheduler_.take_finished();
+  // Publish first: whoever sees a request finish also sees its blocks freed.
+  {
+    std::lock_guard lock(mu_);
+    metrics_.scheduler = scheduler_.metrics();
+    for (const auto& seq : finished)
+      if (const auto it = live_.find(seq->id()); it != live_.end() && it->second->was_scheduled)
+        metrics_.prompt_tokens += static_cast<uint64_t>(it->second->prompt_tokens);
+  }
+  for (const auto& seq : finished) {
     const auto it = live_.find(seq->id());
     if (it == live_.end()) continue;
     Live& live = *it->second;
@@ -250,14 +259,8 @@ void Engine::deliver_finished() {
     if (live.generated > 0) t.ttft_ms = ms_between(live.submitted, live.first_token);
     if (live.generated > 1) t.tpot_ms = ms_between(live.first_token, live.last_token) / (live.generated - 1);
     live.callback(out);
-    {
-      std::lock_guard lock(mu_);
-      if (live.was_scheduled) metrics_.prompt_tokens += static_cast<uint64_t>(live.prompt_tokens);
-    }
     live_.erase(it);
   }
-  std::lock_guard lock(mu_);
-  metrics_.scheduler = scheduler_.metrics();
 }
 
 }  // namespace llmserve::engine

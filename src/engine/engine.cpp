@@ -165,8 +165,8 @@ void Engine::step() {
   }
   for (const BlockCopy& c : plan.copies) kv_.copy_block(c.src, c.dst);
 
-  std::vector<model::SeqBatch> batch;
-  batch.reserve(plan.seqs.size());
+  std::vector<model::SeqBatch>& batch = batch_;
+  batch.clear();
   for (const ScheduledSeq& s : plan.seqs) {
     batch.push_back({s.seq->all_tokens().subspan(s.start, s.num_tokens), s.start, s.seq->block_table,
                      s.needs_logits ? model::Logits::Last : model::Logits::None});
@@ -189,10 +189,12 @@ void Engine::step() {
 
   // Sample one token per sequence that wanted logits, in plan order.
   const size_t vocab = static_cast<size_t>(model_->hparams().n_vocab);
-  std::vector<int32_t> sampled;
-  std::vector<std::pair<uint64_t, GeneratedToken>> outputs;
+  std::vector<int32_t>& sampled = sampled_;
+  std::vector<std::pair<uint64_t, GeneratedToken>>& outputs = outputs_;
+  std::vector<float>& raw = raw_logits_;
+  sampled.clear();
+  outputs.clear();
   size_t row = 0;
-  std::vector<float> raw;
   for (const ScheduledSeq& s : plan.seqs) {
     if (!s.needs_logits) continue;
     Live& live = *live_.at(s.seq->id());

@@ -139,6 +139,11 @@ class Engine {
   EngineMetrics metrics_;  // guarded by mu_; the loop publishes after each step
 
   std::unordered_map<uint64_t, std::unique_ptr<Live>> live_;  // loop thread only
+  // Per-step scratch of the loop, kept to avoid allocating every step.
+  std::vector<model::SeqBatch> batch_;
+  std::vector<int32_t> sampled_;
+  std::vector<std::pair<uint64_t, GeneratedToken>> outputs_;
+  std::vector<float> raw_logits_;
   std::thread thread_;
 };
 

@@ -6,7 +6,14 @@ cd "$(dirname "$0")/.."
 
 PACKAGES=(build-essential cmake ninja-build clang libclang-rt-dev
           libgtest-dev libgmock-dev libbenchmark-dev
-          nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev libpcre2-dev)
+          nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev libpcre2-dev
+          libboost1.81-dev)
+# The end-to-end tests (tests/e2e) run the `openai` npm client: Debian's
+# nodejs and npm, unless a Node.js with npm is already there (one from
+# another source may conflict with Debian's npm package).
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  PACKAGES+=(nodejs npm)
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -11,5 +11,7 @@ void add_inspect(CLI::App& app);
 void add_tokenize(CLI::App& app);
 void add_gen_model(CLI::App& app);
 void add_bench(CLI::App& app);
+void add_serve(CLI::App& app);
+void add_bench_serve(CLI::App& app);
 
 }  // namespace llmserve::cli

@@ -13,6 +13,8 @@ int main(int argc, char** argv) {
   llmserve::cli::add_tokenize(app);
   llmserve::cli::add_gen_model(app);
   llmserve::cli::add_bench(app);
+  llmserve::cli::add_serve(app);
+  llmserve::cli::add_bench_serve(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

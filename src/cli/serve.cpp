@@ -1,0 +1,128 @@
+// llmserve serve: the OpenAI-compatible HTTP server.
+#include <sys/resource.h>
+
+#include <csignal>
+#include <filesystem>
+
+#include <spdlog/spdlog.h>
+
+#include "cli/commands.h"
+#include "cli/default_model.h"
+#include "core/error.h"
+#include "server/server.h"
+
+namespace llmserve::cli {
+
+namespace {
+
+struct ServeOptions {
+  std::string model;
+  std::string model_name;
+  engine::EngineConfig engine;
+  server::GatewayConfig gateway;
+  server::HttpConfig http;
+  std::vector<std::string> api_keys;
+  std::string api_key_file;
+  double kv_mem_mib = 0;
+  double request_timeout_s = 600;
+  double header_timeout_s = 10, body_timeout_s = 30;
+  double drain_timeout_s = 60;
+  std::string log_level = "info";
+};
+
+// One descriptor per connection: lift the soft limit to the hard one.
+void raise_fd_limit(int wanted) {
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+  const rlim_t need = static_cast<rlim_t>(wanted) * 2 + 64;
+  if (rl.rlim_cur >= need) return;
+  rl.rlim_cur = std::min(rl.rlim_max, need);
+  setrlimit(RLIMIT_NOFILE, &rl);
+}
+
+std::chrono::milliseconds seconds(double s) { return std::chrono::milliseconds(static_cast<int64_t>(s * 1000)); }
+
+void run_serve(ServeOptions o) {
+  spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%l] %v");
+  const auto level = spdlog::level::from_str(o.log_level);
+  if (level == spdlog::level::off && o.log_level != "off") throw Error("--log-level: unknown level '" + o.log_level + "'");
+
+  if (!o.api_keys.empty() && !o.api_key_file.empty()) throw Error("give --api-key or --api-key-file, not both");
+  if (!o.api_key_file.empty()) o.gateway.keys = server::ApiKeys::from_file(o.api_key_file);
+  else if (!o.api_keys.empty()) o.gateway.keys = server::ApiKeys(o.api_keys);
+  if (o.request_timeout_s < 0 || o.header_timeout_s <= 0 || o.body_timeout_s <= 0)
+    throw Error("timeouts must be positive (--timeout 0 disables the request timeout)");
+  if (o.gateway.max_queue < 0) throw Error("--max-queue must be >= 0");
+  if (o.gateway.rate_limit < 0) throw Error("--rate-limit must be >= 0");
+  o.gateway.request_timeout = seconds(o.request_timeout_s);
+  o.http.header_timeout = seconds(o.header_timeout_s);
+  o.http.body_timeout = seconds(o.body_timeout_s);
+
+  o.engine.model_path = resolve_model(o.model);
+  if (o.kv_mem_mib > 0) o.engine.kv_bytes = static_cast<size_t>(o.kv_mem_mib * (1 << 20));
+  o.gateway.model_name = o.model_name.empty() ? std::filesystem::path(o.engine.model_path).stem().string() : o.model_name;
+  raise_fd_limit(o.http.max_connections);
+
+  // Every thread started from here on inherits the blocked signals, so only
+  // sigwait() below sees SIGTERM / SIGINT.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  const std::string host = o.http.host;
+  server::Server srv(o.engine, o.gateway, o.http);
+  srv.start();
+  const auto& cfg = srv.engine().config();
+  spdlog::info("serving {} ({}) on http://{}:{} | context {} | max seqs {} | queue {} | {}", o.gateway.model_name,
+               o.engine.model_path, host, srv.port(), srv.engine().max_context(), cfg.max_seqs, o.gateway.max_queue,
+               o.gateway.keys.open() ? "no API key" : std::to_string(o.gateway.keys.size()) + " API key(s)");
+  if (srv.gateway().chat_template().is_fallback()) spdlog::info("the model has no chat template: chat uses ChatML");
+  spdlog::set_level(level);  // after the startup lines, which scripts read for the port
+
+  int sig = 0;
+  sigwait(&signals, &sig);
+  spdlog::info("{}: no new requests; finishing {} in flight", sig == SIGTERM ? "SIGTERM" : "SIGINT", srv.gateway().in_flight());
+  if (!srv.drain(seconds(o.drain_timeout_s))) spdlog::warn("drain timeout: stopping with requests still in flight");
+  spdlog::info("stopped");
+}
+
+}  // namespace
+
+void add_serve(CLI::App& app) {
+  auto o = std::make_shared<ServeOptions>();
+  CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (/v1/completions, /v1/chat/completions)");
+  cmd->add_option("-m,--model", o->model, "GGUF model file (default: the built-in random-weight model)");
+  cmd->add_option("--model-name", o->model_name, "Model id in responses and /v1/models (default: the file name stem)");
+  cmd->add_option("--host", o->http.host, "Address to listen on")->capture_default_str();
+  cmd->add_option("--port", o->http.port, "Port (0: any free one)")->capture_default_str();
+  cmd->add_option("--api-key", o->api_keys, "Accepted API key (repeatable); none and no --api-key-file: open server");
+  cmd->add_option("--api-key-file", o->api_key_file, "File with one accepted API key per line");
+  cmd->add_option("--rate-limit", o->gateway.rate_limit, "Requests per second per API key (per client address when open); 0: off")
+      ->capture_default_str();
+  cmd->add_option("--rate-burst", o->gateway.rate_burst, "Token-bucket size for --rate-limit (default: max(1, rate))");
+  cmd->add_option("--max-queue", o->gateway.max_queue, "Requests that may wait beyond --max-seqs before 429")->capture_default_str();
+  cmd->add_option("--timeout", o->request_timeout_s, "Per-request timeout, seconds (0: none)")->capture_default_str();
+  cmd->add_option("--max-connections", o->http.max_connections, "Open connections at most")->capture_default_str();
+  cmd->add_option("--http-threads", o->http.threads, "HTTP I/O threads")->capture_default_str();
+  cmd->add_option("--max-body", o->http.max_body_bytes, "Request body size limit, bytes (413 beyond)")->capture_default_str();
+  cmd->add_option("--header-timeout", o->header_timeout_s, "Seconds for a request's headers to arrive")->capture_default_str();
+  cmd->add_option("--body-timeout", o->body_timeout_s, "Seconds for a request's body to arrive")->capture_default_str();
+  cmd->add_option("--max-json-depth", o->gateway.limits.max_json_depth, "JSON nesting limit")->capture_default_str();
+  cmd->add_option("--max-prompt-tokens", o->gateway.max_prompt_tokens, "Prompt length limit (0: the context)")->capture_default_str();
+  cmd->add_option("--max-tokens", o->gateway.limits.max_tokens, "Largest max_tokens a request may ask for")->capture_default_str();
+  cmd->add_option("--max-n", o->gateway.limits.max_n, "Largest n a request may ask for")->capture_default_str();
+  cmd->add_option("--drain-timeout", o->drain_timeout_s, "Seconds to finish in-flight requests after SIGTERM")->capture_default_str();
+  cmd->add_option("-t,--threads", o->engine.threads, "Compute threads (0: default)")->capture_default_str();
+  cmd->add_option("--kv-mem", o->kv_mem_mib, "KV cache budget, MiB (default 2048)");
+  cmd->add_option("--kv-blocks", o->engine.kv_blocks, "Exact KV pool size in blocks (overrides --kv-mem)");
+  cmd->add_option("--max-seqs", o->engine.max_seqs, "Sequences running at once")->capture_default_str();
+  cmd->add_option("--max-batch-tokens", o->engine.max_batch_tokens, "Tokens per engine step")->capture_default_str();
+  cmd->add_option("--ctx", o->engine.max_context, "Context length (0: the model's)")->capture_default_str();
+  cmd->add_option("--log-level", o->log_level, "trace, debug, info, warn, error, off")->capture_default_str();
+  cmd->callback([o] { run_serve(*o); });
+}
+
+}  // namespace llmserve::cli

@@ -1,0 +1,195 @@
+#include "server/gateway.h"
+
+#include <cmath>
+#include <ctime>
+#include <random>
+
+#include <spdlog/spdlog.h>
+
+#include "core/error.h"
+#include "gguf/file.h"
+#include "server/api_error.h"
+#include "server/generation.h"
+#include "server/openai_response.h"
+
+namespace llmserve::server {
+
+namespace {
+
+std::string token_text(const tok::Tokenizer& tok, tok::Token id) { return id >= 0 ? tok.text(id) : std::string(); }
+
+std::string client_address(const std::string& remote) {
+  const size_t colon = remote.rfind(':');
+  return colon == std::string::npos ? remote : remote.substr(0, colon);
+}
+
+ApiError with_retry(ApiError e, int seconds) {
+  e.retry_after_s = seconds;
+  return e;
+}
+
+}  // namespace
+
+Gateway::Gateway(engine::Engine& engine, GatewayConfig config)
+    : engine_(engine),
+      config_(std::move(config)),
+      template_(engine.model().file().get_string("tokenizer.chat_template", ""),
+                token_text(engine.tokenizer(), engine.tokenizer().bos()),
+                token_text(engine.tokenizer(), engine.tokenizer().eos())),
+      limiter_(config_.rate_limit, config_.rate_burst > 0 ? config_.rate_burst : std::max(1.0, config_.rate_limit)),
+      next_id_(std::random_device{}()),
+      created_(static_cast<int64_t>(std::time(nullptr))) {}
+
+HttpResponse Gateway::error_page(int status, const std::string& message) {
+  metrics_.count_http_status(status);
+  spdlog::info("HTTP layer: status={} {}", status, message);
+  const char* code = status == 413 ? "request_too_large" : status == 503 ? "server_busy" : nullptr;
+  return {status, "application/json", error_body(ApiError(status, message, error_type_for(status), {}, code ? code : "")), {}};
+}
+
+void Gateway::send(const std::shared_ptr<Exchange>& ex, const HttpRequest& req, HttpResponse r) {
+  metrics_.count_http_status(r.status);
+  const bool quiet = req.path() == "/health" || req.path() == "/metrics";
+  if (quiet) spdlog::debug("{} {} {} status={}", req.remote, req.method, req.target, r.status);
+  else spdlog::info("{} {} {} status={} bytes={}", req.remote, req.method, req.target, r.status, r.body.size());
+  ex->respond(std::move(r));
+}
+
+void Gateway::handle(HttpRequest req, std::shared_ptr<Exchange> ex) {
+  try {
+    route(req, ex);
+  } catch (const ApiError& e) {
+    HttpResponse r{e.status, "application/json", error_body(e), {}};
+    if (e.retry_after_s > 0) r.headers.emplace_back("Retry-After", std::to_string(e.retry_after_s));
+    send(ex, req, std::move(r));
+  } catch (const std::exception& e) {
+    send(ex, req, {500, "application/json", error_body(ApiError(500, e.what(), "server_error")), {}});
+  }
+}
+
+void Gateway::route(const HttpRequest& req, const std::shared_ptr<Exchange>& ex) {
+  const std::string_view path = req.path();
+  auto only = [&](const char* method) {
+    if (req.method == method) return;
+    ApiError e(405, "method " + req.method + " is not allowed on " + std::string(path) + "; use " + method);
+    throw e;
+  };
+  if (path == "/health") {
+    only("GET");
+    if (draining_) return send(ex, req, {503, "application/json", R"({"status":"draining"})", {{"Retry-After", "5"}}});
+    return send(ex, req, {200, "application/json", R"({"status":"ok"})", {}});
+  }
+  if (path == "/metrics") {
+    only("GET");
+    return send(ex, req, {200, "text/plain; version=0.0.4; charset=utf-8", metrics_text(), {}});
+  }
+  if (path == "/v1/models") {
+    only("GET");
+    std::string client;
+    authorize(req, client);
+    return send(ex, req, {200, "application/json", dump(model_list(config_.model_name, created_, engine_.max_context())), {}});
+  }
+  if (path == "/v1/completions" || path == "/v1/chat/completions") {
+    only("POST");
+    return generate(path == "/v1/completions" ? Endpoint::Completions : Endpoint::Chat, req, ex);
+  }
+  throw ApiError(404, "unknown request URL: " + req.method + " " + std::string(path), "invalid_request_error", {}, "unknown_url");
+}
+
+void Gateway::authorize(const HttpRequest& req, std::string& client) const {
+  if (config_.keys.open()) {
+    client = client_address(req.remote);
+    return;
+  }
+  const std::string* auth = req.header("authorization");
+  auto key = config_.keys.check(auth);
+  if (!key)
+    throw ApiError(401, auth ? "incorrect API key provided" : "missing API key: send 'Authorization: Bearer KEY'",
+                   "invalid_request_error", {}, "invalid_api_key");
+  client = std::move(*key);
+}
+
+void Gateway::generate(Endpoint endpoint, const HttpRequest& req, const std::shared_ptr<Exchange>& ex) {
+  if (draining_) throw with_retry(ApiError(503, "the server is shutting down", "service_unavailable_error"), 5);
+  std::string client;
+  authorize(req, client);
+  double retry = 0;
+  if (!limiter_.admit(client, retry)) {
+    metrics_.count_rejection("rate_limit");
+    throw with_retry(ApiError(429, "rate limit reached for this API key; retry later", "rate_limit_error", {}, "rate_limit_exceeded"),
+                     std::max(1, static_cast<int>(std::ceil(retry))));
+  }
+
+  GenerationPlan plan;
+  plan.request = parse_generation_request(endpoint, parse_json_body(req.body, config_.limits.max_json_depth), config_.limits);
+  GenerationRequest& r = plan.request;
+  const tok::Tokenizer& tok = engine_.tokenizer();
+  plan.stop = r.stop;
+  if (endpoint == Endpoint::Completions) {
+    if (r.prompt_is_tokens) {
+      for (int32_t t : r.prompt_tokens)
+        if (t >= tok.n_vocab())
+          throw ApiError(400, "token id " + std::to_string(t) + " is outside the vocabulary (" + std::to_string(tok.n_vocab()) + ")",
+                         "invalid_request_error", "prompt");
+      plan.prompt = std::move(r.prompt_tokens);
+    } else {
+      plan.prompt = tok.encode(r.prompt_text, tok.add_bos_by_default(), false);
+    }
+  } else {
+    std::string text;
+    try {
+      text = template_.render(r.messages, r.tools, true);
+    } catch (const jinja::TemplateError& e) {
+      throw ApiError(400, e.what(), "invalid_request_error", "messages");
+    }
+    // Templates that write bos_token themselves must not get a second one.
+    const std::string bos = token_text(tok, tok.bos());
+    const bool add_bos = tok.add_bos_by_default() && !(bos.size() && text.starts_with(bos));
+    plan.prompt = tok.encode(text, add_bos, true);
+    if (template_.is_fallback()) plan.stop.push_back("<|im_end|>");  // may be plain text in this vocabulary
+  }
+  if (plan.prompt.empty()) throw ApiError(400, "the prompt is empty", "invalid_request_error", "prompt");
+
+  const int ctx = engine_.max_context();
+  const int prompt_len = static_cast<int>(plan.prompt.size());
+  const int prompt_limit = config_.max_prompt_tokens > 0 ? std::min(config_.max_prompt_tokens, ctx - 1) : ctx - 1;
+  if (prompt_len > prompt_limit)
+    throw ApiError(400, "the prompt has " + std::to_string(prompt_len) + " tokens; at most " + std::to_string(prompt_limit) +
+                            " are allowed (context " + std::to_string(ctx) + ")",
+                   "invalid_request_error", endpoint == Endpoint::Chat ? "messages" : "prompt", "context_length_exceeded");
+  const int room = ctx - prompt_len;
+  if (r.max_tokens > room)
+    throw ApiError(400, "max_tokens " + std::to_string(r.max_tokens) + " plus the prompt's " + std::to_string(prompt_len) +
+                            " tokens exceed the context of " + std::to_string(ctx),
+                   "invalid_request_error", "max_tokens", "context_length_exceeded");
+  // OpenAI's defaults: 16 tokens for completions, the rest of the context for chat.
+  plan.max_new_tokens = r.max_tokens > 0 ? r.max_tokens
+                                         : std::min(room, endpoint == Endpoint::Completions ? 16 : config_.limits.max_tokens);
+
+  // The bounded queue: running slots plus --max-queue waiting requests.
+  const int capacity = engine_.config().max_seqs + config_.max_queue;
+  if (in_flight_.fetch_add(r.n) + r.n > capacity) {
+    in_flight_.fetch_sub(r.n);
+    metrics_.count_rejection("queue_full");
+    throw with_retry(ApiError(429, "the server is at capacity (queue full); retry later", "rate_limit_error", {}, "queue_full"), 1);
+  }
+
+  char id[32];
+  std::snprintf(id, sizeof id, "%s%016llx", endpoint == Endpoint::Chat ? "chatcmpl-" : "cmpl-",
+                static_cast<unsigned long long>(next_id_.fetch_add(1) * 0x9E3779B97F4A7C15ull));
+  plan.meta = {endpoint, id, static_cast<int64_t>(std::time(nullptr)), config_.model_name};
+  plan.remote = req.remote;
+  plan.timeout = config_.request_timeout;
+  auto g = std::make_shared<Generation>(GenerationContext{engine_, metrics_, in_flight_}, std::move(plan), ex);
+  g->start();
+}
+
+std::string Gateway::metrics_text() const {
+  GatewayGauges g;
+  g.in_flight = in_flight_.load();
+  g.open_connections = connection_count_ ? connection_count_() : 0;
+  g.draining = draining_;
+  return metrics_.render(engine_.metrics(), g, config_.model_name);
+}
+
+}  // namespace llmserve::server

@@ -1,0 +1,70 @@
+#pragma once
+// The OpenAI-compatible API in front of the engine: routes, API keys,
+// per-key rate limits, validation, the bounded queue, draining, /metrics.
+// It answers what it can at once (errors, /v1/models, /health, /metrics)
+// and hands admitted completions to a Generation.
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "engine/engine.h"
+#include "server/chat_template.h"
+#include "server/http_server.h"
+#include "server/metrics.h"
+#include "server/openai_request.h"
+#include "server/rate_limiter.h"
+
+namespace llmserve::server {
+
+struct GatewayConfig {
+  std::string model_name;
+  RequestLimits limits;
+  int max_prompt_tokens = 0;  // 0: the engine's context
+  int max_queue = 256;        // engine requests that may wait beyond the running ones
+  std::chrono::milliseconds request_timeout{600'000};  // 0: none
+  double rate_limit = 0;      // requests per second per key (per client address when open); 0: off
+  double rate_burst = 0;      // bucket size; 0: max(1, rate)
+  ApiKeys keys;
+};
+
+class Gateway {
+ public:
+  // Reads the chat template from the model file (throws jinja::TemplateError
+  // when it does not parse).
+  Gateway(engine::Engine& engine, GatewayConfig config);
+
+  // The HTTP handler.
+  void handle(HttpRequest req, std::shared_ptr<Exchange> ex);
+  // Bodies for errors the HTTP layer answers itself.
+  HttpResponse error_page(int status, const std::string& message);
+
+  // New requests get 503 from now on; in-flight ones go on.
+  void start_draining() { draining_ = true; }
+  bool draining() const { return draining_; }
+  int in_flight() const { return in_flight_.load(); }
+  void set_connection_count(std::function<int()> fn) { connection_count_ = std::move(fn); }
+  const ChatTemplate& chat_template() const { return template_; }
+  const ServerMetrics& metrics() const { return metrics_; }
+
+ private:
+  void route(const HttpRequest& req, const std::shared_ptr<Exchange>& ex);
+  void generate(Endpoint endpoint, const HttpRequest& req, const std::shared_ptr<Exchange>& ex);
+  void authorize(const HttpRequest& req, std::string& client) const;
+  void send(const std::shared_ptr<Exchange>& ex, const HttpRequest& req, HttpResponse r);
+  std::string metrics_text() const;
+
+  engine::Engine& engine_;
+  GatewayConfig config_;
+  ChatTemplate template_;
+  RateLimiter limiter_;
+  ServerMetrics metrics_;
+  std::atomic<int> in_flight_{0};
+  std::atomic<bool> draining_{false};
+  std::atomic<uint64_t> next_id_;
+  std::function<int()> connection_count_;
+  int64_t created_;
+};
+
+}  // namespace llmserve::server

@@ -1,0 +1,502 @@
+// Beast/Asio implementation of http_server.h. One strand per connection;
+// every handler of a connection runs on it, so a connection's state needs
+// no lock. Response bytes are framed here (status line, headers, chunked
+// encoding): Beast parses requests, we write plain byte queues.
+#include "server/http_server.h"
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "core/error.h"
+
+namespace llmserve::server {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+
+std::string_view HttpRequest::path() const {
+  const std::string_view t = target;
+  return t.substr(0, t.find('?'));
+}
+
+const std::string* HttpRequest::header(std::string_view lower_name) const {
+  for (const auto& [k, v] : headers)
+    if (k == lower_name) return &v;
+  return nullptr;
+}
+
+namespace {
+
+constexpr size_t kWatchChunk = 4096;
+constexpr size_t kMaxPipelinedBytes = 64 << 10;   // read ahead while a response is pending
+constexpr size_t kMaxDrainBytes = 16 << 20;       // discarded at a graceful close
+constexpr auto kDrainTime = std::chrono::seconds(2);
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::string status_line(int status) {
+  const auto reason = http::obsolete_reason(static_cast<http::status>(status));
+  return "HTTP/1.1 " + std::to_string(status) + " " + std::string(reason.data(), reason.size()) + "\r\n";
+}
+
+std::string header_block(int status, const std::string& content_type, const Headers& extra, bool keep_alive) {
+  std::string h = status_line(status);
+  if (!content_type.empty()) h += "Content-Type: " + content_type + "\r\n";
+  for (const auto& [k, v] : extra) h += k + ": " + v + "\r\n";
+  h += keep_alive ? "Connection: keep-alive\r\n" : "Connection: close\r\n";
+  return h;
+}
+
+}  // namespace
+
+namespace {
+class Connection;
+}  // namespace
+
+struct HttpServer::Impl {
+  Impl(HttpConfig c, Handler h, ErrorPage e)
+      : config(std::move(c)), handler(std::move(h)), error_page(std::move(e)), acceptor(asio::make_strand(ioc)) {}
+
+  void accept();
+  void track(const std::shared_ptr<Connection>& c);
+
+  HttpConfig config;
+  Handler handler;
+  ErrorPage error_page;
+  // Before ioc: connections still queued in ioc's handlers count themselves
+  // out when ioc is destroyed.
+  std::atomic<int> connections{0};
+  std::atomic<int> exchanges{0};  // requests read and not yet answered in full
+  std::atomic<bool> accepting{true};
+  std::mutex live_mu;
+  std::vector<std::weak_ptr<Connection>> live;  // for stop(): every connection, to close
+  asio::io_context ioc;
+  tcp::acceptor acceptor;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
+  std::vector<std::thread> threads;
+};
+
+namespace {
+
+class ExchangeImpl;
+
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(HttpServer::Impl& srv, tcp::socket sock)
+      : srv_(srv), sock_(std::move(sock)), read_timer_(sock_.get_executor()), write_timer_(sock_.get_executor()) {
+    ++srv_.connections;
+    boost::system::error_code ec;
+    const auto ep = sock_.remote_endpoint(ec);
+    if (!ec) remote_ = ep.address().to_string() + ":" + std::to_string(ep.port());
+  }
+  ~Connection() { --srv_.connections; }
+
+  void start() { read_header(); }
+  // Server shutdown (no I/O thread runs any more): drop the connection and
+  // end its exchange, which breaks the connection <-> exchange references.
+  void close_now() { fail(); }
+
+  // Answers at once and closes: the connection cap was reached.
+  void reject(int status, const std::string& message) {
+    HttpResponse r = srv_.error_page(status, message);
+    r.headers.emplace_back("Retry-After", "1");
+    queue_response(std::move(r), false);
+  }
+
+  // --- used by ExchangeImpl (on the strand) ---
+  void respond(HttpResponse r) { queue_response(std::move(r), keep_alive_); }
+  void begin_stream(int status, const std::string& type, const Headers& headers) {
+    std::string h = header_block(status, type, headers, keep_alive_);
+    h += "Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n\r\n";
+    queue(std::move(h));
+  }
+  void write_chunk(std::string_view data) {
+    if (data.empty()) return;  // an empty chunk would end the body
+    char size[20];
+    const int n = std::snprintf(size, sizeof size, "%zx\r\n", data.size());
+    std::string c(size, static_cast<size_t>(n));
+    c.append(data);
+    c += "\r\n";
+    queue(std::move(c));
+  }
+  void end_stream() {
+    queue("0\r\n\r\n");
+    response_complete_ = true;
+    maybe_finish();
+  }
+  bool closed() const { return closed_; }
+  asio::any_io_executor executor() { return sock_.get_executor(); }
+  const std::string& remote() const { return remote_; }
+
+ private:
+  friend class ExchangeImpl;
+
+  void queue_response(HttpResponse r, bool keep_alive) {
+    keep_alive_ = keep_alive;
+    std::string out = header_block(r.status, r.content_type, r.headers, keep_alive);
+    out += "Content-Length: " + std::to_string(r.body.size()) + "\r\n\r\n";
+    out += r.body;
+    queue(std::move(out));
+    response_complete_ = true;
+    maybe_finish();
+  }
+
+  void arm(asio::steady_timer& t, std::chrono::milliseconds d) {
+    t.expires_after(d);
+    t.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+      if (!ec) self->fail();  // deadline passed: drop the connection
+    });
+  }
+
+  void read_header() {
+    if (closed_) return;
+    parser_.emplace();
+    parser_->header_limit(static_cast<uint32_t>(srv_.config.max_header_bytes));
+    parser_->body_limit(srv_.config.max_body_bytes);
+    arm(read_timer_, srv_.config.header_timeout);
+    http::async_read_header(sock_, buf_, *parser_, [self = shared_from_this()](beast::error_code ec, size_t) {
+      self->on_header(ec);
+    });
+  }
+
+  void on_header(beast::error_code ec) {
+    if (ec) return read_failed(ec);
+    read_timer_.cancel();
+    arm(read_timer_, srv_.config.body_timeout);
+    const auto& req = parser_->get();
+    const auto expect = req[http::field::expect];
+    if (!parser_->is_done() && beast::iequals(expect, "100-continue")) queue("HTTP/1.1 100 Continue\r\n\r\n");
+    if (parser_->is_done()) return on_body({});
+    http::async_read(sock_, buf_, *parser_, [self = shared_from_this()](beast::error_code e, size_t) {
+      self->on_body(e);
+    });
+  }
+
+  void read_failed(beast::error_code ec) {
+    read_timer_.cancel();
+    if (ec == http::error::body_limit) {
+      reject_request(413, "request body exceeds " + std::to_string(srv_.config.max_body_bytes) + " bytes");
+    } else if (ec == http::error::header_limit) {
+      reject_request(431, "request headers exceed " + std::to_string(srv_.config.max_header_bytes) + " bytes");
+    } else if (ec == http::error::end_of_stream || ec == asio::error::eof || ec == asio::error::operation_aborted ||
+               ec == asio::error::connection_reset || closed_ || buf_.size() == 0) {
+      fail();  // idle close, timeout, reset: nothing to answer
+    } else {
+      reject_request(400, "malformed HTTP request: " + ec.message());
+    }
+  }
+
+  void reject_request(int status, const std::string& message) { queue_response(srv_.error_page(status, message), false); }
+
+  void on_body(beast::error_code ec);
+
+  void watch() {
+    if (closed_ || watching_ || buf_.size() >= kMaxPipelinedBytes) return;
+    watching_ = true;
+    sock_.async_read_some(buf_.prepare(kWatchChunk), [self = shared_from_this()](beast::error_code ec, size_t n) {
+      self->on_watch(ec, n);
+    });
+  }
+
+  void on_watch(beast::error_code ec, size_t n) {
+    watching_ = false;
+    if (!ec) {
+      buf_.commit(n);
+      if (exchange_) watch();
+      else if (resume_read_) resume();
+      return;
+    }
+    if (ec == asio::error::operation_aborted && resume_read_ && !closed_) return resume();
+    fail();  // EOF or reset while a response is pending: the client is gone
+  }
+
+  void resume() {
+    resume_read_ = false;
+    read_header();
+  }
+
+  void queue(std::string bytes) {
+    if (closed_) return;
+    pending_bytes_ += bytes.size();
+    if (pending_bytes_ > srv_.config.max_pending_write_bytes) return fail();  // a reader too slow to keep
+    out_.push_back(std::move(bytes));
+    flush();
+  }
+
+  void flush() {
+    if (writing_ || out_.empty() || closed_) return;
+    writing_ = true;
+    wire_.clear();
+    while (!out_.empty()) {
+      wire_ += out_.front();
+      out_.pop_front();
+    }
+    arm(write_timer_, srv_.config.write_timeout);
+    asio::async_write(sock_, asio::buffer(wire_), [self = shared_from_this()](beast::error_code ec, size_t n) {
+      self->on_write(ec, n);
+    });
+  }
+
+  void on_write(beast::error_code ec, size_t n) {
+    writing_ = false;
+    write_timer_.cancel();
+    pending_bytes_ -= std::min(pending_bytes_, n);
+    if (ec) return fail();
+    if (!out_.empty()) return flush();
+    maybe_finish();
+  }
+
+  // The response is fully written: on to the next request, or close.
+  void maybe_finish() {
+    if (!response_complete_ || writing_ || !out_.empty() || closed_) return;
+    response_complete_ = false;
+    end_exchange(false);
+    if (!keep_alive_ || !srv_.accepting) return graceful_close();
+    if (watching_) {
+      resume_read_ = true;
+      boost::system::error_code ignored;
+      sock_.cancel(ignored);  // ends the watch read; its handler resumes reading
+    } else {
+      read_header();
+    }
+  }
+
+  // Half-closes and drains what the client still sends (e.g. a body we
+  // refused), so the kernel does not reset the connection before the client
+  // has read our answer.
+  void graceful_close() {
+    boost::system::error_code ignored;
+    sock_.shutdown(tcp::socket::shutdown_send, ignored);
+    read_timer_.cancel();
+    arm(read_timer_, std::chrono::duration_cast<std::chrono::milliseconds>(kDrainTime));
+    if (watching_) return;  // its completion (EOF) closes
+    drain();
+  }
+
+  void drain() {
+    buf_.consume(buf_.size());
+    sock_.async_read_some(buf_.prepare(kWatchChunk), [self = shared_from_this()](beast::error_code ec, size_t n) {
+      self->drained_ += n;
+      if (ec || self->drained_ > kMaxDrainBytes) return self->fail();
+      self->drain();
+    });
+  }
+
+  void end_exchange(bool client_gone);
+
+  void fail() {
+    if (closed_) return;
+    closed_ = true;
+    boost::system::error_code ignored;
+    read_timer_.cancel();
+    write_timer_.cancel();
+    sock_.shutdown(tcp::socket::shutdown_both, ignored);
+    sock_.close(ignored);
+    out_.clear();
+    end_exchange(true);
+  }
+
+  HttpServer::Impl& srv_;
+  tcp::socket sock_;
+  asio::steady_timer read_timer_, write_timer_;
+  beast::flat_buffer buf_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  std::shared_ptr<ExchangeImpl> exchange_;
+  std::deque<std::string> out_;
+  std::string wire_;
+  std::string remote_;
+  size_t pending_bytes_ = 0, drained_ = 0;
+  bool writing_ = false, watching_ = false, resume_read_ = false;
+  bool response_complete_ = false, keep_alive_ = true, closed_ = false;
+};
+
+class ExchangeImpl : public Exchange {
+ public:
+  explicit ExchangeImpl(std::shared_ptr<Connection> conn)
+      : conn_(std::move(conn)), executor_(conn_->executor()), timer_(executor_) {}
+
+  void respond(HttpResponse r) override {
+    if (live()) conn_->respond(std::move(r));
+  }
+  void begin_stream(int status, std::string type, Headers headers) override {
+    if (live()) conn_->begin_stream(status, type, headers);
+  }
+  void write(std::string_view data) override {
+    if (live()) conn_->write_chunk(data);
+  }
+  void end_stream() override {
+    if (live()) conn_->end_stream();
+  }
+  void on_close(std::function<void()> fn) override {
+    if (conn_) on_close_ = std::move(fn);
+    else if (gone_) fn();  // the client left before the handler got this far
+  }
+  bool client_gone() const override { return gone_; }
+  void post(std::function<void()> fn) override { asio::post(executor_, std::move(fn)); }
+  void after(std::chrono::milliseconds delay, std::function<void()> fn) override {
+    timer_.expires_after(delay);
+    timer_.async_wait([fn = std::move(fn)](boost::system::error_code ec) {
+      if (!ec) fn();
+    });
+  }
+
+  // The connection is done with this exchange; breaks the reference cycles.
+  void end(bool client_gone) {
+    if (!conn_) return;
+    gone_ = client_gone;
+    timer_.cancel();
+    conn_.reset();
+    auto fn = std::move(on_close_);
+    on_close_ = nullptr;
+    if (client_gone && fn) fn();
+  }
+
+ private:
+  bool live() const { return conn_ && !conn_->closed(); }
+
+  std::shared_ptr<Connection> conn_;
+  asio::any_io_executor executor_;
+  asio::steady_timer timer_;
+  std::function<void()> on_close_;
+  bool gone_ = false;
+};
+
+void Connection::on_body(beast::error_code ec) {
+  if (ec) return read_failed(ec);
+  read_timer_.cancel();
+  auto msg = parser_->release();
+  parser_.reset();
+  keep_alive_ = msg.keep_alive();
+  HttpRequest req;
+  req.method = std::string(msg.method_string());
+  req.target = std::string(msg.target());
+  for (const auto& f : msg) req.headers.emplace_back(lower(f.name_string()), std::string(f.value()));
+  req.body = std::move(msg.body());
+  req.remote = remote_;
+  exchange_ = std::make_shared<ExchangeImpl>(shared_from_this());
+  ++srv_.exchanges;
+  watch();
+  srv_.handler(std::move(req), exchange_);
+}
+
+void Connection::end_exchange(bool client_gone) {
+  if (!exchange_) return;
+  auto ex = std::move(exchange_);
+  exchange_.reset();
+  --srv_.exchanges;
+  ex->end(client_gone);
+}
+
+}  // namespace
+
+void HttpServer::Impl::accept() {
+  acceptor.async_accept(asio::make_strand(ioc), [this](beast::error_code ec, tcp::socket sock) {
+    if (ec) {
+      if (ec == asio::error::operation_aborted || !acceptor.is_open()) return;
+      // Out of descriptors and the like: try again shortly rather than spin.
+      auto t = std::make_shared<asio::steady_timer>(acceptor.get_executor(), std::chrono::milliseconds(10));
+      t->async_wait([this, t](boost::system::error_code) {
+        if (acceptor.is_open()) accept();
+      });
+      return;
+    }
+    sock.set_option(tcp::no_delay(true), ec);
+    const int open = connections.load();
+    if (open >= 2 * config.max_connections) {
+      sock.close(ec);  // far past the cap: not even an answer
+    } else {
+      auto conn = std::make_shared<Connection>(*this, std::move(sock));
+      track(conn);
+      if (open >= config.max_connections) {
+        asio::post(conn->executor(), [conn] {
+          conn->reject(503, "too many open connections; retry later");
+        });
+      } else {
+        asio::post(conn->executor(), [conn] { conn->start(); });
+      }
+    }
+    accept();
+  });
+}
+
+void HttpServer::Impl::track(const std::shared_ptr<Connection>& c) {
+  std::lock_guard lock(live_mu);
+  if (live.size() >= 64 && live.size() >= 2 * static_cast<size_t>(connections.load()))
+    std::erase_if(live, [](const std::weak_ptr<Connection>& w) { return w.expired(); });
+  live.push_back(c);
+}
+
+HttpServer::HttpServer(HttpConfig config, Handler handler, ErrorPage error_page)
+    : impl_(std::make_unique<Impl>(std::move(config), std::move(handler), std::move(error_page))) {
+  Impl& s = *impl_;
+  if (s.config.threads < 1) throw Error("HTTP threads must be >= 1");
+  if (s.config.max_connections < 1) throw Error("the connection cap must be >= 1");
+  beast::error_code ec;
+  const auto addr = asio::ip::make_address(s.config.host, ec);
+  if (ec) throw Error("--host " + s.config.host + ": not an IP address (" + ec.message() + ")");
+  const tcp::endpoint ep(addr, s.config.port);
+  const std::string where = s.config.host + ":" + std::to_string(s.config.port);
+  s.acceptor.open(ep.protocol(), ec);
+  if (!ec) s.acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) s.acceptor.bind(ep, ec);
+  if (!ec) s.acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) throw Error("cannot listen on " + where + ": " + ec.message());
+}
+
+HttpServer::~HttpServer() { stop(); }
+
+uint16_t HttpServer::port() const {
+  beast::error_code ec;
+  const auto ep = impl_->acceptor.local_endpoint(ec);
+  return ec ? impl_->config.port : ep.port();
+}
+
+void HttpServer::start() {
+  Impl& s = *impl_;
+  s.work.emplace(s.ioc.get_executor());
+  s.accept();
+  for (int i = 0; i < s.config.threads; ++i) s.threads.emplace_back([&s] { s.ioc.run(); });
+}
+
+void HttpServer::stop_accepting() {
+  Impl& s = *impl_;
+  s.accepting = false;
+  asio::post(s.acceptor.get_executor(), [&s] {
+    beast::error_code ec;
+    s.acceptor.close(ec);
+  });
+}
+
+void HttpServer::stop() {
+  Impl& s = *impl_;
+  if (s.threads.empty()) return;
+  s.work.reset();
+  s.ioc.stop();
+  for (auto& t : s.threads) t.join();
+  s.threads.clear();
+  std::vector<std::shared_ptr<Connection>> open;
+  {
+    std::lock_guard lock(s.live_mu);
+    for (const auto& w : s.live)
+      if (auto c = w.lock()) open.push_back(std::move(c));
+    s.live.clear();
+  }
+  for (const auto& c : open) c->close_now();
+}
+
+int HttpServer::open_connections() const { return impl_->connections.load(); }
+int HttpServer::active_exchanges() const { return impl_->exchanges.load(); }
+
+}  // namespace llmserve::server

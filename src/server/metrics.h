@@ -1,0 +1,76 @@
+#pragma once
+// Server-side metrics and their Prometheus text exposition (format 0.0.4).
+// Names follow vLLM's where the meaning is the same, prefixed "llmserve:".
+// Observations may come from any thread.
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+
+namespace llmserve::server {
+
+class Histogram {
+ public:
+  explicit Histogram(std::vector<double> upper_bounds);  // ascending; +Inf is implied
+  void observe(double value);
+
+  struct Snapshot {
+    std::vector<double> bounds;
+    std::vector<uint64_t> cumulative;  // per bound, then +Inf last
+    double sum = 0;
+    uint64_t count = 0;
+  };
+  Snapshot snapshot() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<double> bounds_;
+  std::vector<uint64_t> counts_;  // per bucket, +Inf last
+  double sum_ = 0;
+  uint64_t count_ = 0;
+};
+
+// How a request ended, as vLLM's finished_reason label says it.
+enum class Outcome { Stop, Length, Abort, Error };
+const char* outcome_label(Outcome o);
+
+// Gauges that the gateway owns (the engine's come from EngineMetrics).
+struct GatewayGauges {
+  int in_flight = 0;          // engine requests submitted and not finished
+  int open_connections = 0;
+  bool draining = false;
+};
+
+class ServerMetrics {
+ public:
+  ServerMetrics();
+
+  Histogram time_to_first_token;    // seconds, per engine request
+  Histogram inter_token_latency;    // seconds between consecutive tokens of one request
+  Histogram e2e_request_latency;    // seconds
+  Histogram request_queue_time;     // seconds, submit -> first scheduled
+  Histogram prompt_tokens_per_request;
+  Histogram generation_tokens_per_request;
+
+  void count_outcome(Outcome o) { outcomes_[static_cast<size_t>(o)].fetch_add(1, std::memory_order_relaxed); }
+  void count_http_status(int status);
+  void count_rejection(const std::string& reason);  // rate_limit, queue_full, timeout, ...
+
+  std::string render(const engine::EngineMetrics& engine, const GatewayGauges& gauges, const std::string& model_name) const;
+
+ private:
+  std::array<std::atomic<uint64_t>, 4> outcomes_{};
+  mutable std::mutex mu_;
+  std::map<int, uint64_t> http_status_;
+  std::map<std::string, uint64_t> rejections_;
+};
+
+// Label values per the text format: backslash, quote and newline escaped.
+std::string escape_label(const std::string& v);
+
+}  // namespace llmserve::server

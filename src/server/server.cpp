@@ -1,0 +1,38 @@
+#include "server/server.h"
+
+#include <thread>
+
+#include "server/openai_response.h"
+
+namespace llmserve::server {
+
+Server::Server(engine::EngineConfig engine_config, GatewayConfig gateway_config, HttpConfig http_config)
+    : engine_(std::make_unique<engine::Engine>(std::move(engine_config))),
+      gateway_(std::make_unique<Gateway>(*engine_, std::move(gateway_config))) {
+  Gateway* g = gateway_.get();
+  http_ = std::make_unique<HttpServer>(
+      std::move(http_config), [g](HttpRequest req, std::shared_ptr<Exchange> ex) { g->handle(std::move(req), std::move(ex)); },
+      [g](int status, const std::string& message) { return g->error_page(status, message); });
+  HttpServer* h = http_.get();
+  gateway_->set_connection_count([h] { return h->open_connections(); });
+}
+
+Server::~Server() {
+  http_->stop();
+  engine_.reset();
+}
+
+void Server::start() { http_->start(); }
+
+bool Server::drain(std::chrono::milliseconds grace) {
+  gateway_->start_draining();
+  http_->stop_accepting();
+  const auto deadline = std::chrono::steady_clock::now() + grace;
+  while (gateway_->in_flight() > 0 || http_->active_exchanges() > 0) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
+}  // namespace llmserve::server

@@ -1,0 +1,37 @@
+#pragma once
+// The whole server: engine, gateway and HTTP listener, with an orderly
+// shutdown (`llmserve serve` and the integration tests use it).
+#include <chrono>
+#include <cstdint>
+#include <memory>
+
+#include "engine/engine.h"
+#include "server/gateway.h"
+#include "server/http_server.h"
+
+namespace llmserve::server {
+
+class Server {
+ public:
+  // Loads the model and binds the port. Throws Error.
+  Server(engine::EngineConfig engine_config, GatewayConfig gateway_config, HttpConfig http_config);
+  ~Server();
+
+  void start();
+  uint16_t port() const { return http_->port(); }
+  Gateway& gateway() { return *gateway_; }
+  engine::Engine& engine() { return *engine_; }
+
+  // SIGTERM: stop accepting, answer 503 to new requests, let in-flight ones
+  // finish (up to `grace`), then stop. True when nothing was cut short.
+  bool drain(std::chrono::milliseconds grace);
+
+ private:
+  // Destruction order matters: the HTTP threads stop first, then the engine
+  // (whose last callbacks may still post to the HTTP strands' io_context).
+  std::unique_ptr<engine::Engine> engine_;
+  std::unique_ptr<Gateway> gateway_;
+  std::unique_ptr<HttpServer> http_;
+};
+
+}  // namespace llmserve::server

@@ -1,0 +1,95 @@
+#include <gtest/gtest.h>
+
+#include <set>
+#include <sstream>
+
+#include "server/metrics.h"
+
+namespace llmserve::server {
+namespace {
+
+// Every non-comment line is "name{labels} value" with a numeric value, and
+// every sample's family has HELP and TYPE lines before it.
+void expect_valid_exposition(const std::string& text) {
+  std::istringstream in(text);
+  std::set<std::string> typed;
+  for (std::string line; std::getline(in, line);) {
+    ASSERT_FALSE(line.empty());
+    if (line.starts_with("# HELP ")) continue;
+    if (line.starts_with("# TYPE ")) {
+      std::istringstream l(line.substr(7));
+      std::string name, type;
+      l >> name >> type;
+      EXPECT_TRUE(type == "counter" || type == "gauge" || type == "histogram") << line;
+      typed.insert(name);
+      continue;
+    }
+    const size_t brace = line.find('{');
+    const size_t close = line.rfind('}');
+    ASSERT_NE(brace, std::string::npos) << line;
+    ASSERT_NE(close, std::string::npos) << line;
+    std::string name = line.substr(0, brace);
+    for (const char* suffix : {"_bucket", "_sum", "_count"})
+      if (!typed.count(name) && name.ends_with(suffix)) name.resize(name.size() - std::string(suffix).size());
+    EXPECT_TRUE(typed.count(name)) << "no TYPE for " << line;
+    EXPECT_TRUE(name.starts_with("llmserve:")) << line;
+    size_t pos = 0;
+    std::stod(line.substr(close + 2), &pos);
+    EXPECT_GT(pos, 0u) << line;
+  }
+}
+
+TEST(Histogram, CumulativeBucketsSumAndCount) {
+  Histogram h({0.1, 1.0});
+  h.observe(0.05);
+  h.observe(0.1);  // bounds are inclusive ("le")
+  h.observe(0.5);
+  h.observe(5.0);
+  const auto s = h.snapshot();
+  EXPECT_EQ(s.cumulative, (std::vector<uint64_t>{2, 3, 4}));
+  EXPECT_EQ(s.count, 4u);
+  EXPECT_DOUBLE_EQ(s.sum, 5.65);
+}
+
+TEST(ServerMetrics, RendersVllmStyleNames) {
+  ServerMetrics m;
+  m.time_to_first_token.observe(0.02);
+  m.inter_token_latency.observe(0.004);
+  m.count_outcome(Outcome::Stop);
+  m.count_outcome(Outcome::Abort);
+  m.count_http_status(200);
+  m.count_rejection("queue_full");
+  engine::EngineMetrics e;
+  e.scheduler.running = 2;
+  e.scheduler.waiting = 1;
+  e.scheduler.blocks_total = 100;
+  e.scheduler.blocks_used = 25;
+  e.scheduler.prefix_queried_tokens = 40;
+  e.scheduler.prefix_hit_tokens = 16;
+  e.prompt_tokens = 123;
+  e.generated_tokens = 456;
+  const std::string text = m.render(e, {3, 5, false}, "my \"model\"");
+  expect_valid_exposition(text);
+  for (const char* needle : {
+           "llmserve:num_requests_running{model_name=\"my \\\"model\\\"\"} 2\n",
+           "llmserve:num_requests_waiting{model_name=\"my \\\"model\\\"\"} 1\n",
+           "llmserve:kv_cache_usage_perc{model_name=\"my \\\"model\\\"\"} 0.25\n",
+           "llmserve:kv_cache_blocks_used{model_name=\"my \\\"model\\\"\"} 25\n",
+           "llmserve:prefix_cache_hits_total{model_name=\"my \\\"model\\\"\"} 16\n",
+           "llmserve:prompt_tokens_total{model_name=\"my \\\"model\\\"\"} 123\n",
+           "llmserve:generation_tokens_total{model_name=\"my \\\"model\\\"\"} 456\n",
+           "llmserve:request_success_total{model_name=\"my \\\"model\\\"\",finished_reason=\"stop\"} 1\n",
+           "llmserve:request_success_total{model_name=\"my \\\"model\\\"\",finished_reason=\"abort\"} 1\n",
+           "llmserve:time_to_first_token_seconds_bucket{model_name=\"my \\\"model\\\"\",le=\"0.02\"} 1\n",
+           "llmserve:time_to_first_token_seconds_count{model_name=\"my \\\"model\\\"\"} 1\n",
+           "# TYPE llmserve:time_per_output_token_seconds histogram\n",
+           "# TYPE llmserve:e2e_request_latency_seconds histogram\n",
+           "# TYPE llmserve:request_queue_time_seconds histogram\n",
+           "# TYPE llmserve:num_preemptions_total counter\n",
+           "llmserve:request_rejected_total{model_name=\"my \\\"model\\\"\",reason=\"queue_full\"} 1\n",
+       })
+    EXPECT_NE(text.find(needle), std::string::npos) << needle;
+}
+
+}  // namespace
+}  // namespace llmserve::server

@@ -1,0 +1,85 @@
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+#include "server/rate_limiter.h"
+
+namespace llmserve::server {
+namespace {
+
+using Clock = TokenBucket::Clock;
+
+TEST(ConstantTimeEqual, ComparesContentAndLength) {
+  EXPECT_TRUE(constant_time_equal("secret", "secret"));
+  EXPECT_FALSE(constant_time_equal("secret", "secreT"));
+  EXPECT_FALSE(constant_time_equal("secret", "secret2"));
+  EXPECT_FALSE(constant_time_equal("", "x"));
+  EXPECT_TRUE(constant_time_equal("", ""));
+}
+
+TEST(ApiKeys, BearerHeader) {
+  ApiKeys keys({"k1", "k2"});
+  EXPECT_FALSE(keys.open());
+  const std::string good = "Bearer k2", lower = "bearer k1", wrong = "Bearer k3", basic = "Basic k1";
+  EXPECT_EQ(keys.check(&good), "k2");
+  EXPECT_EQ(keys.check(&lower), "k1");
+  EXPECT_FALSE(keys.check(&wrong));
+  EXPECT_FALSE(keys.check(&basic));
+  EXPECT_FALSE(keys.check(nullptr));
+  EXPECT_TRUE(ApiKeys().open());
+}
+
+TEST(ApiKeys, FromFileSkipsCommentsAndBlanks) {
+  const auto path = std::filesystem::temp_directory_path() / "llmserve_keys_test.txt";
+  {
+    std::ofstream f(path);
+    f << "# keys\n\n  alpha  \r\nbeta\n";
+  }
+  const ApiKeys keys = ApiKeys::from_file(path.string());
+  EXPECT_EQ(keys.size(), 2u);
+  const std::string h = "Bearer alpha";
+  EXPECT_TRUE(keys.check(&h));
+  {
+    std::ofstream f(path);
+    f << "# nothing\n";
+  }
+  EXPECT_THROW(ApiKeys::from_file(path.string()), Error);
+  std::filesystem::remove(path);
+  EXPECT_THROW(ApiKeys::from_file(path.string()), Error);
+}
+
+TEST(TokenBucket, BurstThenRefillAtRate) {
+  const auto t0 = Clock::time_point{} + std::chrono::hours(1);
+  TokenBucket b(2.0, 3.0, t0);  // 2 per second, burst 3
+  double retry = 0;
+  EXPECT_TRUE(b.take(1, t0, retry));
+  EXPECT_TRUE(b.take(1, t0, retry));
+  EXPECT_TRUE(b.take(1, t0, retry));
+  EXPECT_FALSE(b.take(1, t0, retry));
+  EXPECT_DOUBLE_EQ(retry, 0.5);
+  EXPECT_TRUE(b.take(1, t0 + std::chrono::milliseconds(500), retry));
+  EXPECT_FALSE(b.take(1, t0 + std::chrono::milliseconds(500), retry));
+  // A long pause refills only up to the burst.
+  const auto later = t0 + std::chrono::seconds(100);
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(b.take(1, later, retry));
+  EXPECT_FALSE(b.take(1, later, retry));
+}
+
+TEST(RateLimiter, PerKeyBuckets) {
+  RateLimiter off(0, 0);
+  double retry = 0;
+  for (int i = 0; i < 100; ++i) EXPECT_TRUE(off.admit("k", retry));
+  RateLimiter rl(1.0, 2.0);
+  const auto t = Clock::now();
+  EXPECT_TRUE(rl.admit("a", retry, t));
+  EXPECT_TRUE(rl.admit("a", retry, t));
+  EXPECT_FALSE(rl.admit("a", retry, t));
+  EXPECT_GT(retry, 0.0);
+  EXPECT_TRUE(rl.admit("b", retry, t));  // another key has its own bucket
+}
+
+}  // namespace
+}  // namespace llmserve::server

@@ -1,0 +1,258 @@
+// The whole server over loopback HTTP, on a small synthetic model (random
+// weights: the text is gibberish, the protocol is what is checked).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <future>
+#include <thread>
+
+#include "model/synthetic.h"
+#include "server/http_client.h"
+#include "server/server.h"
+
+namespace llmserve::server {
+namespace {
+
+std::string model_file() {
+  static const std::string path = [] {
+    const auto p = std::filesystem::temp_directory_path() / "llmserve_server_test_tiny.gguf";
+    model::SyntheticSpec spec;
+    spec.shape = *model::find_shape("tiny");
+    model::write_synthetic_model(spec, p.string());
+    return p.string();
+  }();
+  return path;
+}
+
+struct Options {
+  GatewayConfig gateway;
+  HttpConfig http;
+  int max_seqs = 8;
+};
+
+class ServerTest : public ::testing::Test {
+ protected:
+  void start(Options o = {}) {
+    engine::EngineConfig e;
+    e.model_path = model_file();
+    e.threads = 1;
+    e.kv_blocks = 256;
+    e.max_seqs = o.max_seqs;
+    o.gateway.model_name = "tiny";
+    o.http.port = 0;
+    server_ = std::make_unique<Server>(e, o.gateway, o.http);
+    server_->start();
+  }
+  HttpClient client() { return HttpClient("127.0.0.1", server_->port(), std::chrono::seconds(60)); }
+  HttpResult post(const std::string& path, const Json& body, Headers h = {}) {
+    HttpClient c = client();
+    return c.request("POST", path, body.dump(), h);
+  }
+  // Reads a gauge from /metrics.
+  double metric(const std::string& name) {
+    HttpClient c = client();
+    const std::string text = c.request("GET", "/metrics", "").body;
+    const size_t at = text.find("\n" + name + "{");
+    if (at == std::string::npos) return -1;
+    const size_t sp = text.find("} ", at);
+    return std::stod(text.substr(sp + 2));
+  }
+  // Polls until the engine holds no request and no KV block (bounded wait).
+  bool settles_to_idle() {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (metric("llmserve:num_requests_in_flight") == 0 && metric("llmserve:kv_cache_blocks_used") == 0 &&
+          metric("llmserve:num_requests_running") == 0)
+        return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
+  }
+  std::unique_ptr<Server> server_;
+};
+
+// data: payloads of an SSE body, [DONE] included.
+std::vector<std::string> events(const std::string& body) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  for (size_t end; (end = body.find("\n\n", pos)) != std::string::npos; pos = end + 2) {
+    const std::string e = body.substr(pos, end - pos);
+    EXPECT_TRUE(e.starts_with("data: ")) << e;
+    out.push_back(e.substr(6));
+  }
+  EXPECT_EQ(pos, body.size()) << "trailing bytes after the last event";
+  return out;
+}
+
+const std::string* find_header(const HttpResult& r, const std::string& name) {
+  for (const auto& [k, v] : r.headers)
+    if (k == name) return &v;
+  return nullptr;
+}
+
+TEST_F(ServerTest, CompletionStreamMatchesNonStream) {
+  start();
+  const Json req = {{"prompt", "Once upon a time"}, {"max_tokens", 12}, {"temperature", 0}};
+  const HttpResult whole = post("/v1/completions", req);
+  ASSERT_EQ(whole.status, 200) << whole.body;
+  const Json j = Json::parse(whole.body);
+  EXPECT_EQ(j["object"], "text_completion");
+  EXPECT_EQ(j["model"], "tiny");
+  EXPECT_EQ(j["usage"]["completion_tokens"].get<int>() + j["usage"]["prompt_tokens"].get<int>(), j["usage"]["total_tokens"]);
+
+  Json sreq = req;
+  sreq["stream"] = true;
+  sreq["stream_options"] = {{"include_usage", true}};
+  const HttpResult s = post("/v1/completions", sreq);
+  ASSERT_EQ(s.status, 200);
+  EXPECT_EQ(*find_header(s, "content-type"), "text/event-stream");
+  const auto ev = events(s.body);
+  ASSERT_GE(ev.size(), 3u);
+  EXPECT_EQ(ev.back(), "[DONE]");
+  std::string text;
+  std::string finish;
+  for (size_t i = 0; i + 2 < ev.size(); ++i) {
+    const Json c = Json::parse(ev[i]);
+    EXPECT_TRUE(c["usage"].is_null());
+    text += c["choices"][0]["text"].get<std::string>();
+    if (!c["choices"][0]["finish_reason"].is_null()) finish = c["choices"][0]["finish_reason"];
+  }
+  const Json usage = Json::parse(ev[ev.size() - 2]);
+  EXPECT_TRUE(usage["choices"].empty());
+  EXPECT_EQ(usage["usage"], j["usage"]);
+  EXPECT_EQ(text, j["choices"][0]["text"]);
+  EXPECT_EQ(finish, j["choices"][0]["finish_reason"]);
+  EXPECT_TRUE(settles_to_idle());
+}
+
+TEST_F(ServerTest, ChatNStopAndLogprobs) {
+  start();
+  const Json req = {{"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"max_tokens", 8}, {"n", 2}, {"seed", 7},
+                    {"logprobs", true}, {"top_logprobs", 2}};
+  const HttpResult r = post("/v1/chat/completions", req);
+  ASSERT_EQ(r.status, 200) << r.body;
+  const Json j = Json::parse(r.body);
+  ASSERT_EQ(j["choices"].size(), 2u);
+  for (int i = 0; i < 2; ++i) {
+    const Json& c = j["choices"][i];
+    EXPECT_EQ(c["index"], i);
+    EXPECT_EQ(c["message"]["role"], "assistant");
+    const Json& content = c["logprobs"]["content"];
+    ASSERT_FALSE(content.empty());
+    EXPECT_EQ(content[0]["top_logprobs"].size(), 2u);
+    EXPECT_LE(content[0]["logprob"].get<double>(), 0.0);
+  }
+  // A stop string made of the first choice's own text ends it early and is cut.
+  const Json one = Json::parse(post("/v1/chat/completions", {{"messages", req["messages"]}, {"max_tokens", 8}, {"temperature", 0}}).body);
+  const std::string text = one["choices"][0]["message"]["content"];
+  ASSERT_GE(text.size(), 4u);
+  const std::string stop = text.substr(2, 2);
+  const Json cut = Json::parse(post("/v1/chat/completions",
+                                    {{"messages", req["messages"]}, {"max_tokens", 8}, {"temperature", 0}, {"stop", stop}})
+                                   .body);
+  EXPECT_EQ(cut["choices"][0]["message"]["content"], text.substr(0, text.find(stop)));
+  EXPECT_EQ(cut["choices"][0]["finish_reason"], "stop");
+  EXPECT_TRUE(settles_to_idle());
+}
+
+TEST_F(ServerTest, ErrorsHaveStatusAndOpenAIBody) {
+  Options o;
+  o.gateway.keys = ApiKeys({"sk-test"});
+  o.http.max_body_bytes = 1024;
+  start(o);
+  const Headers auth = {{"Authorization", "Bearer sk-test"}};
+  auto check = [](const HttpResult& r, int status) {
+    EXPECT_EQ(r.status, status) << r.body;
+    const Json j = Json::parse(r.body, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << r.body;
+    EXPECT_TRUE(j["error"]["message"].is_string());
+    EXPECT_TRUE(j["error"]["type"].is_string());
+  };
+  check(post("/v1/completions", {{"prompt", "x"}}), 401);
+  check(post("/v1/completions", {{"prompt", "x"}}, {{"Authorization", "Bearer wrong"}}), 401);
+  check(post("/v1/completions", {{"prompt", "x"}, {"temperature", -1}}, auth), 400);
+  check(post("/v1/completions", {{"prompt", std::string(4000, 'a')}}, auth), 413);
+  check(post("/v1/nope", {}, auth), 404);
+  HttpClient c = client();
+  check(c.request("GET", "/v1/completions", "", auth), 405);
+  check(c.request("POST", "/v1/completions", "{not json", auth), 400);
+  EXPECT_EQ(c.request("GET", "/v1/models", "", auth).status, 200);
+  EXPECT_EQ(c.request("GET", "/health", "").status, 200);
+  check(post("/v1/completions", {{"prompt", "x"}, {"max_tokens", 5000}}, auth), 400);
+}
+
+TEST_F(ServerTest, RateLimitAnswers429WithRetryAfter) {
+  Options o;
+  o.gateway.rate_limit = 0.01;
+  o.gateway.rate_burst = 2;
+  start(o);
+  const Json req = {{"prompt", "x"}, {"max_tokens", 1}};
+  EXPECT_EQ(post("/v1/completions", req).status, 200);
+  EXPECT_EQ(post("/v1/completions", req).status, 200);
+  const HttpResult r = post("/v1/completions", req);
+  EXPECT_EQ(r.status, 429);
+  ASSERT_NE(find_header(r, "retry-after"), nullptr);
+  EXPECT_EQ(Json::parse(r.body)["error"]["code"], "rate_limit_exceeded");
+}
+
+TEST_F(ServerTest, DisconnectMidStreamFreesBlocks) {
+  start();
+  HttpClient c = client();
+  bool got_data = false;
+  std::thread closer;
+  // Abandon the stream at its first bytes: the on_body callback throws to
+  // stop reading, and the client drops the connection.
+  const HttpResult r = c.request("POST", "/v1/completions",
+                                 Json{{"prompt", "Once"}, {"max_tokens", 900}, {"stream", true}}.dump(), {},
+                                 [&](std::string_view) {
+                                   got_data = true;
+                                   throw std::runtime_error("client leaves");
+                                 });
+  EXPECT_TRUE(got_data);
+  EXPECT_FALSE(r.error.empty());
+  EXPECT_TRUE(settles_to_idle());
+}
+
+TEST_F(ServerTest, QueueFullAnswers429) {
+  Options o;
+  o.max_seqs = 1;
+  o.gateway.max_queue = 0;
+  start(o);
+  // n = 2 needs two slots; one running slot and no queue: refused at once.
+  const HttpResult r = post("/v1/completions", {{"prompt", "x"}, {"n", 2}, {"max_tokens", 1}});
+  EXPECT_EQ(r.status, 429);
+  EXPECT_EQ(Json::parse(r.body)["error"]["code"], "queue_full");
+  EXPECT_NE(find_header(r, "retry-after"), nullptr);
+  EXPECT_EQ(post("/v1/completions", {{"prompt", "x"}, {"max_tokens", 1}}).status, 200);
+}
+
+TEST_F(ServerTest, DrainFinishesInFlightAndRefusesNew) {
+  start();
+  HttpClient idle = client();
+  ASSERT_EQ(idle.request("GET", "/health", "").status, 200);  // a kept-alive connection
+  std::promise<void> streaming;
+  auto first = std::async(std::launch::async, [&] {
+    HttpClient c = client();
+    bool signalled = false;
+    std::string body;
+    c.request("POST", "/v1/completions", Json{{"prompt", "Once"}, {"max_tokens", 300}, {"stream", true}}.dump(), {},
+              [&](std::string_view d) {
+                body.append(d);
+                if (!signalled) streaming.set_value();
+                signalled = true;
+              });
+    return body;
+  });
+  streaming.get_future().wait();
+  auto drained = std::async(std::launch::async, [&] { return server_->drain(std::chrono::seconds(60)); });
+  while (!server_->gateway().draining()) std::this_thread::yield();
+  const HttpResult refused = idle.request("POST", "/v1/completions", Json{{"prompt", "x"}}.dump());
+  EXPECT_EQ(refused.status, 503) << refused.body;
+  EXPECT_NE(find_header(refused, "retry-after"), nullptr);
+  const std::string body = first.get();
+  EXPECT_TRUE(body.ends_with("data: [DONE]\n\n"));
+  EXPECT_TRUE(drained.get());
+}
+
+}  // namespace
+}  // namespace llmserve::server

@@ -162,44 +162,58 @@ struct ModelShape {
   int64_t dim, hidden, kv_dim, vocab, layers;
 };
 
-void decode_matmuls(benchmark::State& state, ModelShape m, TensorType type) {
-  struct Layer {
+// `grouped`: Q/K/V and gate/up go as one call each (shared input).
+void decode_matmuls(benchmark::State& state, ModelShape m, TensorType type, bool grouped) {
+  struct Weights {
     kernels::PackedWeights storage;
     Matrix w;
   };
-  std::vector<Layer> chain;
+  std::vector<std::unique_ptr<Weights>> all;
+  std::vector<std::vector<kernels::MatmulTarget>> calls;
   size_t bytes = 0;
-  auto add = [&](int64_t rows, int64_t cols) {
+  const int64_t max_rows = std::max(m.vocab, m.hidden);
+  std::vector<float> x(std::max(m.hidden, m.dim), 0.01f), y(3 * max_rows);  // up to 3 targets per call
+  auto add = [&](int64_t rows, int64_t cols, bool same_call) {
     const auto raw = random_matrix(type, rows, cols);
-    Layer l;
-    l.w = Matrix{type, raw.data(), rows, cols, gguf::row_bytes(type, cols)};
-    l.storage = kernels::prepare(l.w, &pool());
-    l.w.data = nullptr;  // only the packed copy is kept
+    auto w = std::make_unique<Weights>();
+    w->w = Matrix{type, raw.data(), rows, cols, gguf::row_bytes(type, cols)};
+    w->storage = kernels::prepare(w->w, &pool());
+    w->w.data = nullptr;  // only the packed copy is kept
     bytes += raw.size();
-    chain.push_back(std::move(l));
+    if (!(grouped && same_call)) calls.emplace_back();
+    calls.back().push_back({&w->w, y.data() + calls.back().size() * max_rows});
+    all.push_back(std::move(w));
   };
-  const int64_t shapes[][2] = {{m.dim, m.dim},    {m.kv_dim, m.dim}, {m.kv_dim, m.dim}, {m.dim, m.dim},
-                               {m.hidden, m.dim}, {m.hidden, m.dim}, {m.dim, m.hidden}};
-  for (int64_t l = 0; l < m.layers; ++l)
-    for (const auto& s : shapes) add(s[0], s[1]);
-  add(m.vocab, m.dim);
-  std::vector<float> x(std::max(m.hidden, m.dim), 0.01f), y(m.vocab);
+  for (int64_t l = 0; l < m.layers; ++l) {
+    add(m.dim, m.dim, false);     // q
+    add(m.kv_dim, m.dim, true);   // k
+    add(m.kv_dim, m.dim, true);   // v
+    add(m.dim, m.dim, false);     // o
+    add(m.hidden, m.dim, false);  // gate
+    add(m.hidden, m.dim, true);   // up
+    add(m.dim, m.hidden, false);  // down
+  }
+  add(m.vocab, m.dim, false);
   for (auto _ : state)
-    for (const Layer& l : chain) kernels::matmul(l.w, x.data(), 1, y.data(), pool());
+    for (const auto& call : calls) kernels::matmul(call, x.data(), 1, pool());
   state.counters["tok/s"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
   state.counters["roofline"] = benchmark::Counter(
       static_cast<double>(bytes) * state.iterations() / (read_bandwidth_gbs() * 1e9), benchmark::Counter::kIsRate);
   state.counters["MB/token"] = static_cast<double>(bytes) / 1e6;
+  state.counters["calls/token"] = static_cast<double>(calls.size());
 }
 
 void register_decode_chains() {
   const ModelShape models[] = {{"tinyllama", 2048, 5632, 256, 32000, 22}, {"stories110m", 768, 2048, 768, 32000, 12}};
   for (const ModelShape& m : models)
     for (TensorType t : {TensorType::Q8_0, TensorType::Q4_0})
-      benchmark::RegisterBenchmark((std::string("decode_matmuls/") + m.name + "/" + std::string(gguf::type_info(t)->name)).c_str(),
-                                   decode_matmuls, m, t)
-          ->UseRealTime()
-          ->Unit(benchmark::kMillisecond);
+      for (bool grouped : {false, true})
+        benchmark::RegisterBenchmark((std::string("decode_matmuls/") + m.name + "/" + std::string(gguf::type_info(t)->name) +
+                                      (grouped ? "/grouped" : "/separate"))
+                                         .c_str(),
+                                     decode_matmuls, m, t, grouped)
+            ->UseRealTime()
+            ->Unit(benchmark::kMillisecond);
 }
 
 void BM_ReadBandwidth(benchmark::State& state) {

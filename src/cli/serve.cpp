@@ -24,6 +24,7 @@ struct ServeOptions {
   std::vector<std::string> api_keys;
   std::string api_key_file;
   double kv_mem_mib = 0;
+  std::string kv_type = "f16";
   double request_timeout_s = 600;
   double header_timeout_s = 10, body_timeout_s = 30;
   double drain_timeout_s = 60;
@@ -60,6 +61,11 @@ void run_serve(ServeOptions o) {
 
   o.engine.model_path = resolve_model(o.model);
   if (o.kv_mem_mib > 0) o.engine.kv_bytes = static_cast<size_t>(o.kv_mem_mib * (1 << 20));
+  const auto kv_type = gguf::type_info_by_name(o.kv_type);
+  if (!kv_type || (kv_type->type != gguf::TensorType::F16 && kv_type->type != gguf::TensorType::Q8_0 &&
+                   kv_type->type != gguf::TensorType::F32))
+    throw Error("--kv-type must be f16, q8_0 or f32, not '" + o.kv_type + "'");
+  o.engine.kv_type = kv_type->type;
   o.gateway.model_name = o.model_name.empty() ? std::filesystem::path(o.engine.model_path).stem().string() : o.model_name;
   raise_fd_limit(o.http.max_connections);
 
@@ -117,6 +123,7 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--drain-timeout", o->drain_timeout_s, "Seconds to finish in-flight requests after SIGTERM")->capture_default_str();
   cmd->add_option("-t,--threads", o->engine.threads, "Compute threads (0: default)")->capture_default_str();
   cmd->add_option("--kv-mem", o->kv_mem_mib, "KV cache budget, MiB (default 2048)");
+  cmd->add_option("--kv-type", o->kv_type, "KV cache element type: f16, q8_0 or f32")->capture_default_str();
   cmd->add_option("--kv-blocks", o->engine.kv_blocks, "Exact KV pool size in blocks (overrides --kv-mem)");
   cmd->add_option("--max-seqs", o->engine.max_seqs, "Sequences running at once")->capture_default_str();
   cmd->add_option("--max-batch-tokens", o->engine.max_batch_tokens, "Tokens per engine step")->capture_default_str();

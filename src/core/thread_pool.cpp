@@ -19,33 +19,56 @@ inline void cpu_relax() {
 #endif
 }
 
-// How long an idle worker spins before sleeping. Long enough to bridge the
+// How long an idle worker spins before sleeping: long enough to bridge the
 // gap between two ops of a decode step (and the sampler between two steps),
 // short enough that an idle server does not burn a core.
-constexpr auto kSpinBeforeSleep = std::chrono::microseconds(500);
-// A waiter that spins this long gives its core away between checks: on a
-// machine with more threads than cores, the thread it waits for may need it.
-constexpr auto kSpinBeforeYield = std::chrono::microseconds(50);
+constexpr auto kJobSpin = std::chrono::microseconds(500);
+// Pause-spins before a waiter starts yielding: a few microseconds, the usual
+// gap between two ops of a decode step.
+constexpr int kPauseSpins = 2000;
+// How long a thread waits for the others (join, barrier) before sleeping.
+// Normal imbalance is a few microseconds. Much longer means the thread it
+// waits for lost its core to another process; sleeping then idles this
+// core, and the scheduler moves the late thread onto it.
+constexpr auto kSyncSpin = std::chrono::microseconds(50);
 
-// Spins until pred() holds: pause first, then yield.
-template <class Pred>
-void spin_until(Pred pred) {
-  for (int i = 0; i < 64; ++i) {
-    if (pred()) return;
-    cpu_relax();
-  }
-  const auto start = std::chrono::steady_clock::now();
-  bool yielding = false;
-  for (int i = 0;; ++i) {
-    if (pred()) return;
-    if (yielding) {
-      std::this_thread::yield();
-    } else {
+// A 32-bit word that threads wait on: spin, then sleep on its futex. The
+// waiter announces itself in `sleepers` before its last check and the
+// notifier changes the word before reading `sleepers` (all seq_cst), so a
+// wakeup is never lost and a notify without sleepers costs no syscall.
+struct WaitWord {
+  alignas(64) std::atomic<uint32_t> word{0};
+  alignas(64) std::atomic<int> sleepers{0};
+
+  // Returns once pred(word) holds (and the value it held): pause-spins for
+  // a few microseconds, then spins with sched_yield (which hands the core to
+  // any other runnable thread: with more threads than cores, a spinning
+  // waiter would otherwise hold the core the awaited thread needs) until
+  // `spin` has passed, then sleeps.
+  template <class Pred>
+  uint32_t wait(std::chrono::microseconds spin, Pred pred) {
+    uint32_t v = word.load(std::memory_order_acquire);
+    for (int i = 0; i < kPauseSpins; ++i, v = word.load(std::memory_order_acquire)) {
+      if (pred(v)) return v;
       cpu_relax();
-      if ((i & 63) == 0) yielding = std::chrono::steady_clock::now() - start > kSpinBeforeYield;
     }
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0;; ++i, v = word.load(std::memory_order_acquire)) {
+      if (pred(v)) return v;
+      std::this_thread::yield();
+      if ((i & 15) == 15 && std::chrono::steady_clock::now() - start > spin) break;
+    }
+    sleepers.fetch_add(1, std::memory_order_seq_cst);
+    while (!pred(v = word.load(std::memory_order_seq_cst))) word.wait(v, std::memory_order_seq_cst);
+    sleepers.fetch_sub(1, std::memory_order_relaxed);
+    return v;
   }
-}
+
+  void add(uint32_t n) {
+    word.fetch_add(n, std::memory_order_seq_cst);
+    if (sleepers.load(std::memory_order_seq_cst) > 0) word.notify_all();
+  }
+};
 
 }  // namespace
 
@@ -53,47 +76,37 @@ struct ThreadPool::Impl {
   int n_threads = 1;
   std::vector<std::thread> workers;
 
-  // Each field that one side writes and the other polls has its own cache line.
-  alignas(64) std::atomic<uint32_t> generation{0};  // bumped once per job
-  alignas(64) std::atomic<int> finished{0};         // workers done with this job
-  alignas(64) std::atomic<int> sleepers{0};         // workers blocked in wait()
-  alignas(64) std::atomic<int> arrived{0};          // barrier
-  alignas(64) std::atomic<uint32_t> barrier_phase{0};
-  alignas(64) Thunk fn = nullptr;                   // published by `generation`
+  // The job word: a job counter times 2, plus 1 for an optional job. One
+  // word, so a worker never pairs one job's number with another's kind.
+  WaitWord job;
+  WaitWord finished;  // run(): workers done with the current job
+  WaitWord active;    // parallel_for(): workers inside the current job
+  WaitWord phase;     // bumped when all threads reach a barrier
+  alignas(64) std::atomic<uint32_t> closed{0};  // the optional job word whose items are all claimed
+  alignas(64) std::atomic<int> arrived{0};
+  alignas(64) Thunk fn = nullptr;  // published by `job`
   void* ctx = nullptr;
   bool stop = false;
-
-  // Returns the generation after `seen`: spins, then sleeps on the futex.
-  uint32_t wait_for_job(uint32_t seen) {
-    const auto start = std::chrono::steady_clock::now();
-    for (int i = 0;; ++i) {
-      const uint32_t g = generation.load(std::memory_order_acquire);
-      if (g != seen) return g;
-      cpu_relax();
-      if ((i & 255) == 255 && std::chrono::steady_clock::now() - start > kSpinBeforeSleep) break;
-    }
-    // Announce the sleep before the last check; run() bumps the generation
-    // before reading `sleepers` (both seq_cst), so one of us sees the other.
-    sleepers.fetch_add(1, std::memory_order_seq_cst);
-    uint32_t g;
-    while ((g = generation.load(std::memory_order_seq_cst)) == seen) generation.wait(seen);
-    sleepers.fetch_sub(1, std::memory_order_relaxed);
-    return g;
-  }
 
   void worker(int index) {
     uint32_t seen = 0;
     for (;;) {
-      seen = wait_for_job(seen);
+      seen = job.wait(kJobSpin, [&](uint32_t j) { return j != seen; });
       if (stop) return;
-      fn(ctx, index, n_threads);
-      finished.fetch_add(1, std::memory_order_release);
+      if ((seen & 1) == 0) {
+        fn(ctx, index, n_threads);
+        finished.add(1);
+        continue;
+      }
+      // Optional job: join only while it is current and open. Entering
+      // before checking (all seq_cst) pairs with the caller closing before
+      // reading `active`: either it waits for us, or we see the job closed
+      // or already replaced by a later one.
+      active.word.fetch_add(1, std::memory_order_seq_cst);
+      if (job.word.load(std::memory_order_seq_cst) == seen && closed.load(std::memory_order_seq_cst) != seen)
+        fn(ctx, index, n_threads);
+      active.add(static_cast<uint32_t>(-1));
     }
-  }
-
-  void publish() {
-    generation.fetch_add(1, std::memory_order_seq_cst);
-    if (sleepers.load(std::memory_order_seq_cst) > 0) generation.notify_all();
   }
 };
 
@@ -104,14 +117,14 @@ ThreadPool::ThreadPool(int n_threads) : impl_(new Impl) {
 
 ThreadPool::~ThreadPool() {
   impl_->stop = true;
-  impl_->publish();
+  impl_->job.add(2);
   for (auto& t : impl_->workers) t.join();
   delete impl_;
 }
 
 int ThreadPool::size() const { return impl_->n_threads; }
 
-void ThreadPool::run_erased(Thunk fn, void* ctx) {
+void ThreadPool::run_erased(Thunk fn, void* ctx, bool optional) {
   Impl& p = *impl_;
   if (p.n_threads == 1) {
     fn(ctx, 0, 1);
@@ -119,10 +132,19 @@ void ThreadPool::run_erased(Thunk fn, void* ctx) {
   }
   p.fn = fn;
   p.ctx = ctx;
-  p.finished.store(0, std::memory_order_relaxed);
-  p.publish();
-  fn(ctx, 0, p.n_threads);
-  spin_until([&] { return p.finished.load(std::memory_order_acquire) == p.n_threads - 1; });
+  if (!optional) {
+    p.finished.word.store(0, std::memory_order_relaxed);  // no worker touches it until the next line
+    p.job.add(2 - (p.job.word.load(std::memory_order_relaxed) & 1));  // next even word
+    fn(ctx, 0, p.n_threads);
+    const auto all = static_cast<uint32_t>(p.n_threads - 1);
+    p.finished.wait(kSyncSpin, [&](uint32_t f) { return f == all; });
+    return;
+  }
+  p.job.add(1 + (p.job.word.load(std::memory_order_relaxed) & 1));  // next odd word
+  const uint32_t word = p.job.word.load(std::memory_order_relaxed);
+  fn(ctx, 0, p.n_threads);  // returns once every item is claimed
+  p.closed.store(word, std::memory_order_seq_cst);
+  p.active.wait(kSyncSpin, [](uint32_t a) { return a == 0; });
 }
 
 void ThreadPool::barrier() {
@@ -130,13 +152,13 @@ void ThreadPool::barrier() {
   if (p.n_threads == 1) return;
   // Every thread reads the phase before arriving, and the phase cannot move
   // until all have arrived, so nobody can miss the release.
-  const uint32_t phase = p.barrier_phase.load(std::memory_order_acquire);
+  const uint32_t phase = p.phase.word.load(std::memory_order_acquire);
   if (p.arrived.fetch_add(1, std::memory_order_acq_rel) == p.n_threads - 1) {
     p.arrived.store(0, std::memory_order_relaxed);
-    p.barrier_phase.fetch_add(1, std::memory_order_release);
+    p.phase.add(1);
     return;
   }
-  spin_until([&] { return p.barrier_phase.load(std::memory_order_acquire) != phase; });
+  p.phase.wait(kSyncSpin, [&](uint32_t v) { return v != phase; });
 }
 
 int default_thread_count() {

@@ -2,9 +2,9 @@
 // A persistent pool of worker threads for data-parallel ops. `run(fn)` calls
 // fn(i, n) on every thread (the caller is thread 0) and returns when all have
 // finished. Decode is a long chain of small ops (tens of microseconds each),
-// so a fork/join must cost well under a microsecond: workers spin on a
-// generation counter for a while after each job and only then sleep on a
-// futex, and the caller spins for the join.
+// so a fork/join must cost well under a microsecond: idle workers spin on a
+// job counter for a while after each job before sleeping on a futex, and the
+// join and barrier spin briefly before sleeping (see the .cpp).
 //
 // One caller at a time; run() is not reentrant (a job must not call run()),
 // and a job must not throw.
@@ -30,13 +30,29 @@ class ThreadPool {
   void run(F&& fn) {
     using Fn = std::remove_reference_t<F>;
     run_erased([](void* ctx, int i, int n) { (*static_cast<Fn*>(ctx))(i, n); },
-               const_cast<void*>(static_cast<const void*>(&fn)));
+               const_cast<void*>(static_cast<const void*>(&fn)), false);
   }
 
-  // Called by every thread of the current job: returns once all have
+  // Called by every thread of the current run() job: returns once all have
   // arrived. Lets one job do phases (e.g. quantize inputs, then use them)
   // without a second fork/join.
   void barrier();
+
+  // Calls fn(int64_t item) once for every item in [0, n_items). Threads
+  // claim items through a shared counter, and a worker that has not joined
+  // by the time the items are all claimed is not waited for: on cores shared
+  // with other processes, a descheduled worker delays the call by at most
+  // the item it holds, not by a scheduler time slice. Items may therefore
+  // run on any subset of the threads (only the caller, at worst); fn must
+  // not call barrier().
+  template <class F>
+  void parallel_for(int64_t n_items, F&& fn) {
+    std::atomic<int64_t> next{0};
+    auto job = [&](int, int) {
+      for (int64_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < n_items;) fn(i);
+    };
+    run_erased([](void* ctx, int i, int n) { (*static_cast<decltype(job)*>(ctx))(i, n); }, &job, true);
+  }
 
   // Rows [begin, end) of `n` that thread `i` of `n_threads` owns.
   static std::pair<long, long> split(long n, int i, int n_threads) {
@@ -45,7 +61,8 @@ class ThreadPool {
 
  private:
   using Thunk = void (*)(void* ctx, int thread, int n_threads);
-  void run_erased(Thunk fn, void* ctx);
+  // optional: workers that arrive after the caller finished are skipped.
+  void run_erased(Thunk fn, void* ctx, bool optional);
 
   struct Impl;
   Impl* impl_;

@@ -1,9 +1,8 @@
 // attention.h: argument checks, work items (sequence x KV head x block of
-// query rows), dynamic scheduling over the pool, and the reference.
+// query rows) handed out longest first, and the reference.
 #include "kernels/attention.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -73,12 +72,10 @@ void attention(const AttentionShape& shape, const KvLayout& layout, const uint8_
 
   const AttentionCall call{shape, layout, k, v};
   const int64_t scratch_floats = attention_scratch_floats(int64_t{group} * tokens_per_item, shape.head_dim, kern.lanes);
-  std::atomic<size_t> next{0};
-  pool.run([&](int, int) {
+  pool.parallel_for(static_cast<int64_t>(items.size()), [&](int64_t i) {
     thread_local std::vector<CacheLine> scratch;
     if (scratch.size() * 16 < static_cast<size_t>(scratch_floats)) scratch.resize((scratch_floats + 15) / 16);
-    for (size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < items.size();)
-      kern.item(call, items[i], scratch.data()->f);
+    kern.item(call, items[i], scratch.data()->f);
   });
 }
 

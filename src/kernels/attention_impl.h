@@ -6,7 +6,8 @@
 // One work item = one KV head x a block of query tokens: the M = group x
 // tokens query rows that read the same keys. Keys go by blocks of N (the
 // vector width):
-//   S[M][N]  = Q K_blk^T      K block transposed once, then one FMA per
+//   S[M][N]  = Q K_blk^T      K block converted to f32 rows and transposed
+//                             by N x N register tiles, then one FMA per
 //                             (row, dim) updates N scores;
 //   online softmax per row    running max m and sum l; O rescaled when m grows;
 //   O[M][hd] += P V_blk       V block converted once, 4-row register tiles.
@@ -37,7 +38,8 @@ void load_row(const AttentionCall& c, const uint8_t* base, const AttentionSeq& s
   const int hd = c.shape.head_dim;
   const int64_t first = static_cast<int64_t>(kv_head) * hd;  // element index within the row
   if (l.type == gguf::TensorType::Q8_0) {
-    // 34-byte blocks of f16 scale + 32 int8; a head may start mid-block.
+    // 34-byte blocks of f16 scale + 32 int8. A head usually covers whole
+    // blocks (head_dim % 32 == 0); tiny models' heads may start mid-block.
     for (int d = 0; d < hd;) {
       const int64_t e = first + d;
       const uint8_t* blk = row + e / 32 * 34;
@@ -45,7 +47,12 @@ void load_row(const AttentionCall& c, const uint8_t* base, const AttentionSeq& s
       std::memcpy(&h, blk, 2);
       const float scale = VF::f16(h);
       const auto* qs = reinterpret_cast<const int8_t*>(blk + 2);
-      for (int64_t i = e % 32; i < 32 && d < hd; ++i, ++d) dst[d] = scale * static_cast<float>(qs[i]);
+      if (e % 32 == 0 && hd - d >= 32) {
+        for (int i = 0; i < 32; i += VF::N) (VF::load(qs + i) * VF::set1(scale)).store(dst + d + i);
+        d += 32;
+      } else {
+        for (int64_t i = e % 32; i < 32 && d < hd; ++i, ++d) dst[d] = scale * static_cast<float>(qs[i]);
+      }
     }
     for (int64_t d = hd; d < hdp; ++d) dst[d] = 0;
     return;
@@ -117,9 +124,9 @@ void item(const AttentionCall& c, const AttentionItem& it, float* scratch) {
   float* s = o + padded * hdp;     // [padded][N] scores, then probabilities
   float* m = s + padded * N;       // [padded] running max
   float* l = m + padded;           // [padded] running sum
-  float* kt = l + padded;          // [head_dim][N] key block, transposed
-  float* vb = kt + static_cast<int64_t>(head_dim) * N;  // [N][hdp] value block
-  float* row = vb + N * hdp;       // [hdp] one converted key row
+  float* kb = l + padded;          // [N][hdp] key block as f32 rows
+  float* kt = kb + N * hdp;        // [hdp][N] the same, transposed
+  float* vb = kt + hdp * N;        // [N][hdp] value block as f32 rows
 
   std::memset(qs, 0, sizeof(float) * padded * hdp);
   std::memset(o, 0, sizeof(float) * padded * hdp);
@@ -135,15 +142,12 @@ void item(const AttentionCall& c, const AttentionItem& it, float* scratch) {
   const int64_t kv_end = pos0 + t1;
   for (int64_t j0 = 0; j0 < kv_end; j0 += N) {
     const int nk = kv_end - j0 >= N ? N : static_cast<int>(kv_end - j0);
-    for (int j = 0; j < N; ++j) {
-      if (j < nk) {
-        load_row<VF>(c, c.k, seq, j0 + j, kv_head, row, hdp);
-        for (int d = 0; d < head_dim; ++d) kt[d * N + j] = row[d];
-        load_row<VF>(c, c.v, seq, j0 + j, kv_head, vb + j * hdp, hdp);
-      } else {
-        for (int d = 0; d < head_dim; ++d) kt[d * N + j] = 0;
-      }
+    for (int j = 0; j < nk; ++j) {
+      load_row<VF>(c, c.k, seq, j0 + j, kv_head, kb + j * hdp, hdp);
+      load_row<VF>(c, c.v, seq, j0 + j, kv_head, vb + j * hdp, hdp);
     }
+    if (nk < N) std::memset(kb + nk * hdp, 0, sizeof(float) * (N - nk) * hdp);
+    for (int64_t d = 0; d < hdp; d += N) VF::transpose(kb + d, hdp, kt + d * N, N);
     // Rows before `first` (tokens earlier than j0) see no key of this block.
     const int64_t first_token = j0 - pos0 - t0;
     const int64_t first = first_token > 0 ? first_token * group : 0;
@@ -165,8 +169,8 @@ void item(const AttentionCall& c, const AttentionItem& it, float* scratch) {
       if (mx > m[i]) {
         const float corr = std::exp(m[i] - mx);  // 0 while m is -inf; rare afterwards
         l[i] *= corr;
-        const VF c = VF::set1(corr);
-        for (int64_t d = 0; d < hdp; d += N) (VF::load(o + i * hdp + d) * c).store(o + i * hdp + d);
+        const VF rescale = VF::set1(corr);
+        for (int64_t d = 0; d < hdp; d += N) (VF::load(o + i * hdp + d) * rescale).store(o + i * hdp + d);
         m[i] = mx;
       }
       l[i] += p.reduce_add();

@@ -40,8 +40,8 @@ const AttentionKernels& attention_kernels(Isa isa);
 inline int64_t attention_scratch_floats(int64_t rows, int head_dim, int lanes) {
   const int64_t padded_rows = (rows + 7) / 8 * 8;
   const int64_t hdp = (head_dim + lanes - 1) / lanes * lanes;
-  // Q, O, scores, max, sum, K block transposed, V block, one converted row.
-  return padded_rows * (2 * hdp + lanes + 2) + static_cast<int64_t>(head_dim) * lanes + lanes * hdp + hdp + 64;
+  // Q, O, scores, max, sum; K block, K transposed, V block.
+  return padded_rows * (2 * hdp + lanes + 2) + 3 * lanes * hdp;
 }
 
 }  // namespace llmserve::kernels

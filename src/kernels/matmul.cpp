@@ -3,7 +3,6 @@
 #include "kernels/matmul.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -11,6 +10,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "gguf/quant.h"
+#include "kernels/large_alloc.h"
 #include "kernels/panel.h"
 
 namespace llmserve::kernels {
@@ -26,7 +26,8 @@ void check_shape(const Matrix& w) {
   if (w.row_bytes < static_cast<size_t>(w.cols) / info->block_elems * info->block_bytes)
     throw Error("matmul: row_bytes " + std::to_string(w.row_bytes) + " too small for " +
                 std::to_string(w.cols) + " " + std::string(info->name) + " columns");
-  if (w.data == nullptr && w.packed == nullptr && w.rows > 0) throw Error("matmul: matrix without data");
+  const bool packed_usable = w.packed != nullptr && has_own_panel_format(w.type);
+  if (w.data == nullptr && !packed_usable && w.rows > 0) throw Error("matmul: matrix without data");
 }
 
 // Grows, never shrinks: hot paths allocate only until the largest shape has
@@ -60,7 +61,7 @@ const MatmulKernels& matmul_kernels(Isa isa) {
 }
 
 PackedWeights::PackedWeights(size_t bytes) : size_(bytes) {
-  void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+  void* p = allocate_large(bytes);
   if (p == nullptr && bytes > 0) throw Error("prepare: out of memory packing " + std::to_string(bytes) + " bytes");
   data_.reset(static_cast<uint8_t*>(p));
 }
@@ -69,6 +70,7 @@ void PackedWeights::Free::operator()(uint8_t* p) const { std::free(p); }
 
 PackedWeights prepare(Matrix& w, ThreadPool* pool) {
   check_shape(w);
+  if (w.data == nullptr && w.rows > 0) throw Error("prepare: matrix without data");
   const PanelFormat format = panel_format(w.type);
   if (!has_own_panel_format(w.type)) {
     w.packed = nullptr;
@@ -77,74 +79,116 @@ PackedWeights prepare(Matrix& w, ThreadPool* pool) {
   const int64_t np = panel_count(w.rows);
   const size_t pb = panel_bytes(format, w.cols);
   PackedWeights out(static_cast<size_t>(np) * pb);
-  auto job = [&](int i, int n) {
-    const auto [p0, p1] = ThreadPool::split(np, i, n);
-    for (int64_t p = p0; p < p1; ++p) pack_panel(w, p, out.data() + p * pb);
-  };
-  if (pool != nullptr) pool->run(job);
-  else job(0, 1);
+  auto pack = [&](int64_t p) { pack_panel(w, p, out.data() + p * pb); };
+  if (pool != nullptr) {
+    pool->parallel_for(np, pack);
+  } else {
+    for (int64_t p = 0; p < np; ++p) pack(p);
+  }
   w.packed = out.data();
   return out;
 }
 
-void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
-  check_shape(w);
-  if (n_tokens <= 0 || w.rows == 0) return;
-  const PanelFormat format = panel_format(w.type);
+namespace {
+
+// One target of a matmul call.
+struct Plan {
+  const Matrix* w;
+  float* y;
+  PanelFormat format;
+  const uint8_t* packed;  // null: pack each chunk on the fly
+  size_t panel_bytes;
+};
+
+// Panels [p0, p1) of plans[plan]: the unit of work.
+struct Chunk {
+  size_t plan;
+  int64_t p0, p1;
+};
+
+// Chunks shrink as a target's panels run out ("guided" scheduling): big ones
+// while there is plenty of work, single panels at the end, so the threads
+// finish together.
+void add_chunks(std::vector<Chunk>& chunks, size_t plan, int64_t n_panels, int64_t max_chunk, int n_threads) {
+  for (int64_t p0 = 0; p0 < n_panels;) {
+    const int64_t left = n_panels - p0;
+    const int64_t size = std::clamp<int64_t>((left + 2 * n_threads - 1) / (2 * n_threads), 1, max_chunk);
+    chunks.push_back({plan, p0, p0 + size});
+    p0 += size;
+  }
+}
+
+}  // namespace
+
+void matmul(std::span<const MatmulTarget> targets, const float* x, int64_t n_tokens, ThreadPool& pool) {
+  if (targets.empty() || n_tokens <= 0) return;
+  const int64_t cols = targets[0].w->cols;
   const MatmulKernels& k = matmul_kernels(active_isa());
-  const bool quantized = is_quantized(format);
-  const int64_t nb = w.cols / kQBlock;
-  const int64_t np = panel_count(w.rows);
-  const size_t pb = panel_bytes(format, w.cols);
-  const uint8_t* packed = has_own_panel_format(w.type) ? w.packed : nullptr;
 
-  // Panels are handed out in chunks through a counter: a thread streams a
-  // long contiguous run per chunk, and a thread the OS deschedules (cores
-  // shared with other work) delays the op by one chunk, not by its share.
-  // With many tokens a chunk is also the set of panels that reuse a block of
-  // activations from L2, which bounds it from above.
+  // Panels are handed out in chunks (parallel_for): a thread streams a long
+  // contiguous run per chunk, and a thread the OS deschedules (cores shared
+  // with other work) delays the call by at most one chunk. With many tokens
+  // a chunk is also the set of panels that reuse a block of activations from
+  // L2, which bounds it from above.
   const int64_t max_chunk = n_tokens > 1 ? kPrefillChunkPanels : kDecodeChunkPanels;
-  const int64_t chunk = std::clamp<int64_t>(np / (4 * pool.size()), 1, max_chunk);
-  const int64_t n_chunks = (np + chunk - 1) / chunk;
-  const int64_t token_bytes = quantized ? nb * static_cast<int64_t>(sizeof(Q8Act)) : w.cols * 4;
+  // The caller's buffers; workers reach them through the references.
+  thread_local std::vector<Plan> plans_buf;
+  thread_local std::vector<Chunk> chunks_buf;
+  std::vector<Plan>& plans = plans_buf;
+  std::vector<Chunk>& chunks = chunks_buf;
+  plans.clear();
+  chunks.clear();
+  size_t own_bytes = 0;
+  bool any_quantized = false;
+  for (const MatmulTarget& t : targets) {
+    check_shape(*t.w);
+    if (t.w->cols != cols) throw Error("matmul: targets sharing an input must have the same number of columns");
+    if (t.w->rows == 0) continue;
+    const PanelFormat format = panel_format(t.w->type);
+    plans.push_back({t.w, t.y, format, has_own_panel_format(t.w->type) ? t.w->packed : nullptr, panel_bytes(format, cols)});
+    add_chunks(chunks, plans.size() - 1, panel_count(t.w->rows), max_chunk, pool.size());
+    if (!plans.back().packed) own_bytes = std::max(own_bytes, max_chunk * plans.back().panel_bytes);
+    any_quantized |= is_quantized(format);
+  }
+  if (plans.empty()) return;
+
+  const int64_t nb = cols / kQBlock;
+  const int64_t token_bytes = std::max<int64_t>(any_quantized ? nb * int64_t{sizeof(Q8Act)} : 0, cols * 4);
   const int64_t token_block = std::max<int64_t>(16, kActivationBlockBytes / token_bytes / 16 * 16);
+  thread_local std::vector<Q8Act> acts_buf;
+  Q8Act* acts = any_quantized ? scratch(acts_buf, static_cast<size_t>(n_tokens * nb)) : nullptr;
+  if (any_quantized) {
+    if (n_tokens == 1) k.quantize(x, cols, acts);  // decode: not worth a fork/join
+    else pool.parallel_for(n_tokens, [&](int64_t t) { k.quantize(x + t * cols, cols, acts + t * nb); });
+  }
 
-  thread_local std::vector<Q8Act> acts_buf;  // the caller's; workers reach it through `acts`
-  Q8Act* acts = quantized ? scratch(acts_buf, static_cast<size_t>(n_tokens * nb)) : nullptr;
-  // One token (decode) is quantized here, which saves the barrier; more are
-  // quantized in parallel inside the job.
-  const bool quantize_in_job = quantized && n_tokens > 1;
-  if (quantized && !quantize_in_job) k.quantize(x, w.cols, acts);
-
-  std::atomic<int64_t> next{0};
-  pool.run([&](int i, int n) {
-    if (quantize_in_job) {
-      const auto [t0, t1] = ThreadPool::split(n_tokens, i, n);
-      for (int64_t t = t0; t < t1; ++t) k.quantize(x + t * w.cols, w.cols, acts + t * nb);
-      pool.barrier();
-    }
-    thread_local std::vector<CacheLine> panel_buf;  // unprepared matrices: this thread's packed chunk
-    uint8_t* own = packed ? nullptr : scratch(panel_buf, chunk * pb / 64)->bytes;
+  pool.parallel_for(static_cast<int64_t>(chunks.size()), [&](int64_t c) {
+    const Plan& p = plans[chunks[c].plan];
+    const int64_t p0 = chunks[c].p0, p1 = chunks[c].p1;
+    thread_local std::vector<CacheLine> panel_buf;  // this thread's packed chunk of an unprepared matrix
+    uint8_t* own = p.packed ? nullptr : scratch(panel_buf, own_bytes / 64)->bytes;
+    if (!p.packed)
+      for (int64_t q = p0; q < p1; ++q) pack_panel(*p.w, q, own + (q - p0) * p.panel_bytes);
     PanelArgs a{};
-    a.cols = w.cols;
-    a.x_stride = w.cols;
-    a.y_stride = w.rows;
-    for (int64_t c; (c = next.fetch_add(1, std::memory_order_relaxed)) < n_chunks;) {
-      const int64_t p0 = c * chunk, p1 = std::min(np, p0 + chunk);
-      if (!packed)
-        for (int64_t p = p0; p < p1; ++p) pack_panel(w, p, own + (p - p0) * pb);
-      for (int64_t t0 = 0; t0 < n_tokens; t0 += token_block) {
-        a.n_tokens = std::min(token_block, n_tokens - t0);
-        a.x = quantized ? static_cast<const void*>(acts + t0 * nb) : static_cast<const void*>(x + t0 * w.cols);
-        for (int64_t p = p0; p < p1; ++p) {
-          a.panel = packed ? packed + p * pb : own + (p - p0) * pb;
-          a.y = y + t0 * w.rows + p * kPanelRows;
-          a.rows = static_cast<int>(std::min<int64_t>(kPanelRows, w.rows - p * kPanelRows));
-          k.panel[static_cast<int>(format)](a);
-        }
+    a.cols = cols;
+    a.x_stride = cols;
+    a.y_stride = p.w->rows;
+    for (int64_t t0 = 0; t0 < n_tokens; t0 += token_block) {
+      a.n_tokens = std::min(token_block, n_tokens - t0);
+      a.x = is_quantized(p.format) ? static_cast<const void*>(acts + t0 * nb) : static_cast<const void*>(x + t0 * cols);
+      for (int64_t q = p0; q < p1; ++q) {
+        a.panel = p.packed ? p.packed + q * p.panel_bytes : own + (q - p0) * p.panel_bytes;
+        a.y = p.y + t0 * p.w->rows + q * kPanelRows;
+        a.rows = static_cast<int>(std::min<int64_t>(kPanelRows, p.w->rows - q * kPanelRows));
+        k.panel[static_cast<int>(p.format)](a);
       }
     }
   });
+}
+
+void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
+  const MatmulTarget target{&w, y};
+  matmul(std::span<const MatmulTarget>(&target, 1), x, n_tokens, pool);
 }
 
 void matmul_reference(const Matrix& w, const float* x, int64_t n_tokens, float* y) {

@@ -23,6 +23,7 @@ namespace llmserve::kernels::avx2 {
 namespace {
 
 constexpr int kTokenBlock = 16;
+constexpr int64_t kPrefetchBytes = 2048;  // see matmul_avx512.cpp
 
 __m256 load_f16x8(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
 __m256i load256(const uint8_t* p) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(p)); }
@@ -103,12 +104,13 @@ void unpack_nibbles(const uint8_t* p, int half, __m256i* g) {
 __m256i dot_unsigned(const Block& k, int j, __m256i x) { return _mm256_maddubs_epi16(k.g[j], x); }
 
 struct Q8_0 {
+  static constexpr const QuantLayout& kLayout = kQ8_0Layout;
   static constexpr bool kTwoScales = false;
   static constexpr int kInt16Groups = 1;  // |w| <= 128: one pair sum is up to 32512
-  static void load(const uint8_t* panel, int64_t nb, int64_t b, int half, Block& k) {
+  static void load(const uint8_t* panel, int64_t b, int half, Block& k) {
     const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
-    for (int j = 0; j < 8; ++j) k.g[j] = _mm256_xor_si256(load256(panel + b * 512 + 64 * j + 32 * half), flip);
-    k.s_lo = load_f16x8(panel + nb * 512 + b * 32 + 16 * half);
+    for (int j = 0; j < 8; ++j) k.g[j] = _mm256_xor_si256(load256(panel + kLayout.codes(b) + 64 * j + 32 * half), flip);
+    k.s_lo = load_f16x8(panel + kLayout.meta(b) + 16 * half);
     k.m_lo = _mm256_setzero_ps();  // signed weights: no offset to undo
   }
   static __m256i dot(const Block& k, int j, __m256i x) {
@@ -117,11 +119,12 @@ struct Q8_0 {
 };
 
 struct Q4_0 {
+  static constexpr const QuantLayout& kLayout = kQ4_0Layout;
   static constexpr bool kTwoScales = false;
   static constexpr int kInt16Groups = 4;  // 4 * 2 * 15 * 127 < 32768
-  static void load(const uint8_t* panel, int64_t nb, int64_t b, int half, Block& k) {
-    unpack_nibbles(panel + b * 256, half, k.g);
-    k.s_lo = load_f16x8(panel + nb * 256 + b * 32 + 16 * half);
+  static void load(const uint8_t* panel, int64_t b, int half, Block& k) {
+    unpack_nibbles(panel + kLayout.codes(b), half, k.g);
+    k.s_lo = load_f16x8(panel + kLayout.meta(b) + 16 * half);
     k.m_lo = _mm256_mul_ps(k.s_lo, _mm256_set1_ps(8.0f));
   }
   static __m256i dot(const Block& k, int j, __m256i x) { return dot_unsigned(k, j, x); }
@@ -135,24 +138,26 @@ __m256 i8x8_to_ps(const uint8_t* p) {
 }
 
 struct Q4_K {
+  static constexpr const QuantLayout& kLayout = kQ4_KLayout;
   static constexpr bool kTwoScales = false;
   static constexpr int kInt16Groups = 4;
-  static void load(const uint8_t* panel, int64_t nb, int64_t b, int half, Block& k) {
-    const int64_t s = b / 8, c = b % 8;
-    unpack_nibbles(panel + s * 2048 + c * 256, half, k.g);
-    const uint8_t* meta = panel + nb / 8 * 2048 + s * 320;
-    k.s_lo = _mm256_mul_ps(load_f16x8(meta + 16 * half), u8x8_to_ps(meta + 64 + c * 16 + 8 * half));
-    k.m_lo = _mm256_mul_ps(load_f16x8(meta + 32 + 16 * half), u8x8_to_ps(meta + 192 + c * 16 + 8 * half));
+  static void load(const uint8_t* panel, int64_t b, int half, Block& k) {
+    const int64_t c = b % 8;
+    unpack_nibbles(panel + kLayout.codes(b), half, k.g);
+    const uint8_t* meta = panel + kLayout.meta(b);
+    k.s_lo = _mm256_mul_ps(load_f16x8(meta + 16 * half), u8x8_to_ps(meta + kQ4_KSc + c * 16 + 8 * half));
+    k.m_lo = _mm256_mul_ps(load_f16x8(meta + kQ4_KDmin + 16 * half), u8x8_to_ps(meta + kQ4_KM + c * 16 + 8 * half));
   }
   static __m256i dot(const Block& k, int j, __m256i x) { return dot_unsigned(k, j, x); }
 };
 
 struct Q6_K {
+  static constexpr const QuantLayout& kLayout = kQ6_KLayout;
   static constexpr bool kTwoScales = true;
   static constexpr int kInt16Groups = 2;  // 2 * 2 * 63 * 127 < 32768
-  static void load(const uint8_t* panel, int64_t nb, int64_t b, int half, Block& k) {
-    const int64_t s = b / 8, c = b % 8;
-    const uint8_t* codes = panel + s * 3072 + c * 384;
+  static void load(const uint8_t* panel, int64_t b, int half, Block& k) {
+    const int64_t c = b % 8;
+    const uint8_t* codes = panel + kLayout.codes(b);
     unpack_nibbles(codes, half, k.g);
     const __m256i top = _mm256_set1_epi8(0x30);
     for (int h = 0; h < 2; ++h) {
@@ -160,10 +165,10 @@ struct Q6_K {
       const __m256i shifted[4] = {_mm256_slli_epi16(v, 4), _mm256_slli_epi16(v, 2), v, _mm256_srli_epi16(v, 2)};
       for (int i = 0; i < 4; ++i) k.g[4 * h + i] = _mm256_or_si256(k.g[4 * h + i], _mm256_and_si256(shifted[i], top));
     }
-    const uint8_t* meta = panel + nb / 8 * 3072 + s * 288;
+    const uint8_t* meta = panel + kLayout.meta(b);
     const __m256 d = load_f16x8(meta + 16 * half);
-    k.s_lo = _mm256_mul_ps(d, i8x8_to_ps(meta + 32 + (2 * c) * 16 + 8 * half));
-    k.s_hi = _mm256_mul_ps(d, i8x8_to_ps(meta + 32 + (2 * c + 1) * 16 + 8 * half));
+    k.s_lo = _mm256_mul_ps(d, i8x8_to_ps(meta + kQ6_KSc + (2 * c) * 16 + 8 * half));
+    k.s_hi = _mm256_mul_ps(d, i8x8_to_ps(meta + kQ6_KSc + (2 * c + 1) * 16 + 8 * half));
     k.m_lo = _mm256_mul_ps(k.s_lo, _mm256_set1_ps(32.0f));
     k.m_hi = _mm256_mul_ps(k.s_hi, _mm256_set1_ps(32.0f));
   }
@@ -192,10 +197,14 @@ void panel_quant(const PanelArgs& a) {
     const int nt = static_cast<int>(std::min<int64_t>(kTokenBlock, a.n_tokens - t0));
     __m256 acc[kTokenBlock][2];
     for (int t = 0; t < nt; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+    constexpr QuantLayout layout = Format::kLayout;
     for (int64_t b = 0; b < nb; ++b) {
+      if (b % layout.group_blocks == 0)
+        for (int64_t l = 0; l < layout.group_bytes; l += 64)
+          _mm_prefetch(reinterpret_cast<const char*>(a.panel + layout.codes(b) + kPrefetchBytes + l), _MM_HINT_T0);
       for (int half = 0; half < 2; ++half) {
         Block k;
-        Format::load(a.panel, nb, b, half, k);
+        Format::load(a.panel, b, half, k);
         const Q8Act* x = acts + t0 * nb + b;
         for (int t = 0; t < nt; ++t, x += nb) {
           const __m256i lo = dot_groups<Format>(k, 0, x->qs), hi = dot_groups<Format>(k, 4, x->qs);
@@ -235,33 +244,24 @@ struct BF16 {
   }
 };
 
-// T tokens x both halves in registers (16 ymm registers allow T <= 4).
+// T tokens x both halves in registers (16 ymm registers allow T <= 4). One
+// chain per token and half whatever T is, so results do not depend on the
+// batch (see matmul_avx512.cpp).
 template <class Format, int T>
 void float_tile(const PanelArgs& a, int64_t t0) {
-  constexpr int C = T == 1 ? 2 : 1;  // chains to hide FMA latency
-  __m256 acc[C][T][2];
-  for (auto& chain : acc)
-    for (auto& tok : chain) tok[0] = tok[1] = _mm256_setzero_ps();
+  __m256 acc[T][2];
+  for (auto& tok : acc) tok[0] = tok[1] = _mm256_setzero_ps();
   const float* x = static_cast<const float*>(a.x) + t0 * a.x_stride;
-  const int64_t xs = a.x_stride;
-  int64_t c = 0;
-  auto step = [&](int u, int64_t col) {
-    const __m256 w0 = Format::load(a.panel, col, 0), w1 = Format::load(a.panel, col, 1);
+  for (int64_t c = 0; c < a.cols; ++c) {
+    const __m256 w0 = Format::load(a.panel, c, 0), w1 = Format::load(a.panel, c, 1);
     for (int t = 0; t < T; ++t) {
-      const __m256 xv = _mm256_set1_ps(x[t * xs + col]);
-      acc[u][t][0] = _mm256_fmadd_ps(w0, xv, acc[u][t][0]);
-      acc[u][t][1] = _mm256_fmadd_ps(w1, xv, acc[u][t][1]);
+      const __m256 xv = _mm256_set1_ps(x[t * a.x_stride + c]);
+      acc[t][0] = _mm256_fmadd_ps(w0, xv, acc[t][0]);
+      acc[t][1] = _mm256_fmadd_ps(w1, xv, acc[t][1]);
     }
-  };
-  for (; c + C <= a.cols; c += C)
-    for (int u = 0; u < C; ++u) step(u, c + u);
-  for (; c < a.cols; ++c) step(0, c);
+  }
   for (int t = 0; t < T; ++t)
-    for (int half = 0; half < 2; ++half) {
-      __m256 sum = acc[0][t][half];
-      for (int u = 1; u < C; ++u) sum = _mm256_add_ps(sum, acc[u][t][half]);
-      store_half(a.y + (t0 + t) * a.y_stride + 8 * half, a.rows - 8 * half, sum);
-    }
+    for (int half = 0; half < 2; ++half) store_half(a.y + (t0 + t) * a.y_stride + 8 * half, a.rows - 8 * half, acc[t][half]);
 }
 
 constexpr int kFloatTokens = 4;

@@ -64,38 +64,38 @@ void set_scales(Block& k, int r, float s_lo, float s_hi, float m_lo, float m_hi)
   k.m[1][r] = m_hi;
 }
 
-void decode_q8_0(const uint8_t* panel, int64_t nb, int64_t b, Block& k) {
+void decode_q8_0(const uint8_t* panel, int64_t b, Block& k) {
   for (int r = 0; r < R; ++r) {
-    get_codes8(panel + b * 512, r, k.code[r]);
-    const float d = load_f16(panel + nb * 512 + (b * R + r) * 2);
+    get_codes8(panel + kQ8_0Layout.codes(b), r, k.code[r]);
+    const float d = load_f16(panel + kQ8_0Layout.meta(b) + r * 2);
     set_scales(k, r, d, d, 128 * d, 128 * d);
   }
 }
 
-void decode_q4_0(const uint8_t* panel, int64_t nb, int64_t b, Block& k) {
+void decode_q4_0(const uint8_t* panel, int64_t b, Block& k) {
   for (int r = 0; r < R; ++r) {
-    get_nibbles(panel + b * 256, r, k.code[r]);
-    const float d = load_f16(panel + nb * 256 + (b * R + r) * 2);
+    get_nibbles(panel + kQ4_0Layout.codes(b), r, k.code[r]);
+    const float d = load_f16(panel + kQ4_0Layout.meta(b) + r * 2);
     set_scales(k, r, d, d, 8 * d, 8 * d);
   }
 }
 
-void decode_q4_k(const uint8_t* panel, int64_t nb, int64_t b, Block& k) {
-  const int64_t s = b / 8, c = b % 8;
-  const uint8_t* meta = panel + nb / 8 * 2048 + s * 320;
+void decode_q4_k(const uint8_t* panel, int64_t b, Block& k) {
+  const int64_t c = b % 8;
+  const uint8_t* meta = panel + kQ4_KLayout.meta(b);
   for (int r = 0; r < R; ++r) {
-    get_nibbles(panel + s * 2048 + c * 256, r, k.code[r]);
-    const float sc = load_f16(meta + r * 2) * meta[64 + c * R + r];
-    const float m = load_f16(meta + 32 + r * 2) * meta[192 + c * R + r];
+    get_nibbles(panel + kQ4_KLayout.codes(b), r, k.code[r]);
+    const float sc = load_f16(meta + r * 2) * meta[kQ4_KSc + c * R + r];
+    const float m = load_f16(meta + kQ4_KDmin + r * 2) * meta[kQ4_KM + c * R + r];
     set_scales(k, r, sc, sc, m, m);
   }
 }
 
-void decode_q6_k(const uint8_t* panel, int64_t nb, int64_t b, Block& k) {
-  const int64_t s = b / 8, c = b % 8;
-  const uint8_t* codes = panel + s * 3072 + c * 384;
-  const uint8_t* meta = panel + nb / 8 * 3072 + s * 288;
-  const auto* sc = reinterpret_cast<const int8_t*>(meta + 32);
+void decode_q6_k(const uint8_t* panel, int64_t b, Block& k) {
+  const int64_t c = b % 8;
+  const uint8_t* codes = panel + kQ6_KLayout.codes(b);
+  const uint8_t* meta = panel + kQ6_KLayout.meta(b);
+  const auto* sc = reinterpret_cast<const int8_t*>(meta + kQ6_KSc);
   for (int r = 0; r < R; ++r) {
     get_nibbles(codes, r, k.code[r]);
     for (int col = 0; col < kQBlock; ++col) {
@@ -110,7 +110,7 @@ void decode_q6_k(const uint8_t* panel, int64_t nb, int64_t b, Block& k) {
 
 constexpr int kTokenBlock = 16;
 
-template <void (*Decode)(const uint8_t*, int64_t, int64_t, Block&)>
+template <void (*Decode)(const uint8_t*, int64_t, Block&)>
 void panel_quant(const PanelArgs& a) {
   const int64_t nb = a.cols / kQBlock;
   const auto* acts = static_cast<const Q8Act*>(a.x);
@@ -119,7 +119,7 @@ void panel_quant(const PanelArgs& a) {
     const int nt = static_cast<int>(std::min<int64_t>(kTokenBlock, a.n_tokens - t0));
     float acc[kTokenBlock][R] = {};
     for (int64_t b = 0; b < nb; ++b) {
-      Decode(a.panel, nb, b, k);
+      Decode(a.panel, b, k);
       for (int t = 0; t < nt; ++t) {
         const Q8Act& x = acts[(t0 + t) * nb + b];
         for (int r = 0; r < R; ++r) {

@@ -37,27 +37,25 @@ void put_nibbles(uint8_t* block, int r, const uint8_t* codes) {
 }
 
 void pack_q8_0(const Rows& src, int64_t nb, uint8_t* dst) {
-  uint8_t* scales = dst + nb * 512;
   for (int r = 0; r < R; ++r) {
     if (!src.row[r]) continue;
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* blk = src.row[r] + b * sizeof(gguf::BlockQ8_0);
       uint8_t codes[32];
       for (int i = 0; i < 32; ++i) codes[i] = blk[2 + i] ^ 0x80;
-      put_codes8(dst + b * 512, r, codes);
-      std::memcpy(scales + (b * R + r) * 2, blk, 2);
+      put_codes8(dst + kQ8_0Layout.codes(b), r, codes);
+      std::memcpy(dst + kQ8_0Layout.meta(b) + r * 2, blk, 2);
     }
   }
 }
 
 void pack_q4_0(const Rows& src, int64_t nb, uint8_t* dst) {
-  uint8_t* scales = dst + nb * 256;
   for (int r = 0; r < R; ++r) {
     if (!src.row[r]) continue;
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* blk = src.row[r] + b * sizeof(gguf::BlockQ4_0);
-      for (int j = 0; j < 4; ++j) std::memcpy(dst + b * 256 + j * 64 + r * 4, blk + 2 + 4 * j, 4);
-      std::memcpy(scales + (b * R + r) * 2, blk, 2);
+      for (int j = 0; j < 4; ++j) std::memcpy(dst + kQ4_0Layout.codes(b) + j * 64 + r * 4, blk + 2 + 4 * j, 4);
+      std::memcpy(dst + kQ4_0Layout.meta(b) + r * 2, blk, 2);
     }
   }
 }
@@ -74,21 +72,20 @@ void q4k_scale_min(const uint8_t* q, int j, uint8_t& sc, uint8_t& m) {
 }
 
 void pack_q4_k(const Rows& src, int64_t nsb, uint8_t* dst) {
-  uint8_t* meta = dst + nsb * 2048;
   for (int r = 0; r < R; ++r) {
     if (!src.row[r]) continue;
     for (int64_t s = 0; s < nsb; ++s) {
       const uint8_t* blk = src.row[r] + s * sizeof(gguf::BlockQ4_K);
       const uint8_t* qs = blk + offsetof(gguf::BlockQ4_K, qs);
-      uint8_t* m = meta + s * 320;
+      uint8_t* m = dst + kQ4_KLayout.meta(8 * s);
       std::memcpy(m + r * 2, blk + offsetof(gguf::BlockQ4_K, d), 2);
-      std::memcpy(m + 32 + r * 2, blk + offsetof(gguf::BlockQ4_K, dmin), 2);
+      std::memcpy(m + kQ4_KDmin + r * 2, blk + offsetof(gguf::BlockQ4_K, dmin), 2);
       for (int c = 0; c < 8; ++c) {
-        q4k_scale_min(blk + offsetof(gguf::BlockQ4_K, scales), c, m[64 + c * R + r], m[192 + c * R + r]);
+        q4k_scale_min(blk + offsetof(gguf::BlockQ4_K, scales), c, m[kQ4_KSc + c * R + r], m[kQ4_KM + c * R + r]);
         // Block c's 32 values are the low (c even) or high nibbles of 32 bytes.
         uint8_t codes[32];
         for (int i = 0; i < 32; ++i) codes[i] = static_cast<uint8_t>(qs[32 * (c / 2) + i] >> (4 * (c & 1)));
-        put_nibbles(dst + s * 2048 + c * 256, r, codes);
+        put_nibbles(dst + kQ4_KLayout.codes(8 * s + c), r, codes);
       }
     }
   }
@@ -103,20 +100,19 @@ uint8_t q6k_code(const uint8_t* ql, const uint8_t* qh, int e) {
 }
 
 void pack_q6_k(const Rows& src, int64_t nsb, uint8_t* dst) {
-  uint8_t* meta = dst + nsb * 3072;
   for (int r = 0; r < R; ++r) {
     if (!src.row[r]) continue;
     for (int64_t s = 0; s < nsb; ++s) {
       const uint8_t* blk = src.row[r] + s * sizeof(gguf::BlockQ6_K);
       const uint8_t* ql = blk + offsetof(gguf::BlockQ6_K, ql);
       const uint8_t* qh = blk + offsetof(gguf::BlockQ6_K, qh);
-      uint8_t* m = meta + s * 288;
+      uint8_t* m = dst + kQ6_KLayout.meta(8 * s);
       std::memcpy(m + r * 2, blk + offsetof(gguf::BlockQ6_K, d), 2);
-      for (int k = 0; k < 16; ++k) m[32 + k * R + r] = blk[offsetof(gguf::BlockQ6_K, scales) + k];
+      for (int k = 0; k < 16; ++k) m[kQ6_KSc + k * R + r] = blk[offsetof(gguf::BlockQ6_K, scales) + k];
       for (int c = 0; c < 8; ++c) {
         uint8_t codes[32];
         for (int i = 0; i < 32; ++i) codes[i] = q6k_code(ql, qh, 32 * c + i);
-        uint8_t* out = dst + s * 3072 + c * 384;
+        uint8_t* out = dst + kQ6_KLayout.codes(8 * s + c);
         put_nibbles(out, r, codes);
         for (int h = 0; h < 2; ++h)
           for (int i = 0; i < 4; ++i) {
@@ -184,10 +180,10 @@ size_t panel_bytes(PanelFormat format, int64_t cols) {
   const auto n = static_cast<size_t>(cols);
   size_t bytes = 0;
   switch (format) {
-    case PanelFormat::q8_0: bytes = n / 32 * 544; break;
-    case PanelFormat::q4_0: bytes = n / 32 * 288; break;
-    case PanelFormat::q4_k: bytes = n / 256 * 2368; break;
-    case PanelFormat::q6_k: bytes = n / 256 * 3360; break;
+    case PanelFormat::q8_0: bytes = kQ8_0Layout.panel_bytes(cols / 32); break;
+    case PanelFormat::q4_0: bytes = kQ4_0Layout.panel_bytes(cols / 32); break;
+    case PanelFormat::q4_k: bytes = kQ4_KLayout.panel_bytes(cols / 32); break;
+    case PanelFormat::q6_k: bytes = kQ6_KLayout.panel_bytes(cols / 32); break;
     case PanelFormat::f32: bytes = n * R * 4; break;
     case PanelFormat::f16: case PanelFormat::bf16: bytes = n * R * 2; break;
     case PanelFormat::count: break;
@@ -197,7 +193,9 @@ size_t panel_bytes(PanelFormat format, int64_t cols) {
 
 void pack_panel(const Matrix& w, int64_t p, uint8_t* dst) {
   const PanelFormat format = panel_format(w.type);
-  if ((p + 1) * R > w.rows) std::memset(dst, 0, panel_bytes(format, w.cols));  // padding rows
+  // Padding rows, and the zero partner of an odd last block.
+  if ((p + 1) * R > w.rows || (is_quantized(format) && (w.cols / 32) % 2 != 0))
+    std::memset(dst, 0, panel_bytes(format, w.cols));
   if (!has_own_panel_format(w.type)) return pack_dequantized(w, p, dst);
   const Rows src(w, p);
   switch (format) {

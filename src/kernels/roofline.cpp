@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "kernels/large_alloc.h"
 #include "kernels/roofline_isa.h"
 
 namespace llmserve::kernels {
@@ -47,7 +48,7 @@ double measure_read_bandwidth(ThreadPool& pool, size_t bytes, int reps) {
   const RooflineKernels& k = roofline_kernels(active_isa());
   const int n = pool.size();
   const size_t slice = std::max<size_t>(bytes / n / 256 * 256, 256);
-  std::unique_ptr<uint8_t, decltype(&std::free)> buf(static_cast<uint8_t*>(std::aligned_alloc(64, slice * n)), &std::free);
+  std::unique_ptr<uint8_t, decltype(&std::free)> buf(static_cast<uint8_t*>(allocate_large(slice * n)), &std::free);
   if (!buf) throw Error("measure_read_bandwidth: cannot allocate " + std::to_string(slice * n) + " bytes");
   // First touch by the reading thread puts each page near it (NUMA).
   pool.run([&](int i, int) { std::memset(buf.get() + slice * i, i + 1, slice); });

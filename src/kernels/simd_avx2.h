@@ -22,6 +22,9 @@ struct VF {
     for (int i = 0; i < n; ++i) tmp[i] = p[i];
     return {_mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(tmp)))};
   }
+  static VF load(const int8_t* p) {
+    return {_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))))};
+  }
   void store(float* p) const { _mm256_storeu_ps(p, v); }
   void store(float* p, int n) const { _mm256_maskstore_ps(p, mask(n), v); }
 
@@ -68,6 +71,26 @@ struct VF {
     const __m256 in_range = _mm256_cmp_ps(x.v, _mm256_set1_ps(-87.0f), _CMP_GE_OQ);
     const __m256 over = _mm256_cmp_ps(x.v, _mm256_set1_ps(88.0f), _CMP_GT_OQ);
     return {_mm256_blendv_ps(_mm256_and_ps(y, in_range), _mm256_set1_ps(__builtin_inff()), over)};
+  }
+
+  // dst[c * ds + r] = src[r * ss + c] for an 8 x 8 tile: 4x4 transposes
+  // inside each 128-bit lane, then a lane exchange.
+  static void transpose(const float* src, int64_t ss, float* dst, int64_t ds) {
+    __m256 u[8];
+    for (int k = 0; k < 2; ++k) {
+      const __m256 r0 = _mm256_loadu_ps(src + (4 * k) * ss), r1 = _mm256_loadu_ps(src + (4 * k + 1) * ss);
+      const __m256 r2 = _mm256_loadu_ps(src + (4 * k + 2) * ss), r3 = _mm256_loadu_ps(src + (4 * k + 3) * ss);
+      const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+      const __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+      u[4 * k] = _mm256_shuffle_ps(t0, t2, 0x44);
+      u[4 * k + 1] = _mm256_shuffle_ps(t0, t2, 0xee);
+      u[4 * k + 2] = _mm256_shuffle_ps(t1, t3, 0x44);
+      u[4 * k + 3] = _mm256_shuffle_ps(t1, t3, 0xee);
+    }
+    for (int m = 0; m < 4; ++m) {
+      _mm256_storeu_ps(dst + m * ds, _mm256_permute2f128_ps(u[m], u[4 + m], 0x20));
+      _mm256_storeu_ps(dst + (4 + m) * ds, _mm256_permute2f128_ps(u[m], u[4 + m], 0x31));
+    }
   }
 
   static __m256i mask(int n) {

@@ -20,6 +20,7 @@ struct VF {
   static VF load(const uint16_t* p, int n) {
     return {_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask(n), p))};
   }
+  static VF load(const int8_t* p) { return {_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))))}; }
   void store(float* p) const { _mm512_storeu_ps(p, v); }
   void store(float* p, int n) const { _mm512_mask_storeu_ps(p, mask(n), v); }
 
@@ -62,6 +63,31 @@ struct VF {
     p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
     const __mmask16 in_range = _mm512_cmp_ps_mask(x.v, _mm512_set1_ps(-87.0f), _CMP_GE_OQ);
     return {_mm512_maskz_mov_ps(in_range, _mm512_scalef_ps(p, n))};  // p * 2^n; overflows to inf
+  }
+
+  // dst[c * ds + r] = src[r * ss + c] for a 16 x 16 tile: 4x4 transposes
+  // inside each 128-bit lane, then two rounds of lane shuffles.
+  static void transpose(const float* src, int64_t ss, float* dst, int64_t ds) {
+    __m512 u[16];
+    for (int k = 0; k < 4; ++k) {
+      const __m512 r0 = _mm512_loadu_ps(src + (4 * k) * ss), r1 = _mm512_loadu_ps(src + (4 * k + 1) * ss);
+      const __m512 r2 = _mm512_loadu_ps(src + (4 * k + 2) * ss), r3 = _mm512_loadu_ps(src + (4 * k + 3) * ss);
+      const __m512 t0 = _mm512_unpacklo_ps(r0, r1), t1 = _mm512_unpackhi_ps(r0, r1);
+      const __m512 t2 = _mm512_unpacklo_ps(r2, r3), t3 = _mm512_unpackhi_ps(r2, r3);
+      u[4 * k] = _mm512_shuffle_ps(t0, t2, 0x44);
+      u[4 * k + 1] = _mm512_shuffle_ps(t0, t2, 0xee);
+      u[4 * k + 2] = _mm512_shuffle_ps(t1, t3, 0x44);
+      u[4 * k + 3] = _mm512_shuffle_ps(t1, t3, 0xee);
+    }
+    // u[4k + m], 128-bit lane L, holds rows 4k..4k+3 of column 4L + m.
+    for (int m = 0; m < 4; ++m) {
+      const __m512 a = _mm512_shuffle_f32x4(u[m], u[4 + m], 0x88), b = _mm512_shuffle_f32x4(u[m], u[4 + m], 0xdd);
+      const __m512 c = _mm512_shuffle_f32x4(u[8 + m], u[12 + m], 0x88), d = _mm512_shuffle_f32x4(u[8 + m], u[12 + m], 0xdd);
+      _mm512_storeu_ps(dst + m * ds, _mm512_shuffle_f32x4(a, c, 0x88));
+      _mm512_storeu_ps(dst + (4 + m) * ds, _mm512_shuffle_f32x4(b, d, 0x88));
+      _mm512_storeu_ps(dst + (8 + m) * ds, _mm512_shuffle_f32x4(a, c, 0xdd));
+      _mm512_storeu_ps(dst + (12 + m) * ds, _mm512_shuffle_f32x4(b, d, 0xdd));
+    }
   }
 
   static __mmask16 mask(int n) { return static_cast<__mmask16>((1u << n) - 1); }

@@ -2,10 +2,12 @@
 // The float-vector interface the ops and attention templates are written
 // against, in portable C++: 8 lanes the compiler may map to SSE2. Each ISA
 // has its own (simd_avx2.h, simd_avx512.h) in its own namespace.
-//   N; f16(bits) (one scalar half); zero(); set1(x); load(p) / load(p, n) for f32 and f16 bits (the n
-//   form reads n < N lanes, the rest 0); store(p) / store(p, n); + - * /;
+//   N; f16(bits) (one scalar half); zero(); set1(x); load(p) / load(p, n)
+//   for f32 and f16 bits (the n form reads n < N lanes, the rest 0);
+//   load(int8 p) (N values); store(p) / store(p, n); + - * /;
 //   fma(a, b, c) = a*b + c; max; keep_first(a, n, fill); reduce_add();
-//   reduce_max(); exp(x) (saturating to 0 and +inf).
+//   reduce_max(); exp(x) (saturating to 0 and +inf); transpose(src, ss,
+//   dst, ds) of an N x N tile.
 #include <cmath>
 #include <cstdint>
 
@@ -34,6 +36,11 @@ struct VF {
   static VF load(const uint16_t* p, int n) {
     VF r = zero();
     for (int i = 0; i < n; ++i) r.v[i] = f16_to_f32(p[i]);
+    return r;
+  }
+  static VF load(const int8_t* p) {
+    VF r;
+    for (int i = 0; i < N; ++i) r.v[i] = p[i];
     return r;
   }
   void store(float* p) const { store(p, N); }
@@ -70,6 +77,10 @@ struct VF {
   friend VF exp(VF x) {
     for (float& l : x.v) l = std::exp(l);
     return x;
+  }
+  static void transpose(const float* src, int64_t ss, float* dst, int64_t ds) {
+    for (int r = 0; r < N; ++r)
+      for (int c = 0; c < N; ++c) dst[c * ds + r] = src[r * ss + c];
   }
 };
 

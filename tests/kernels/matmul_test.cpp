@@ -42,7 +42,9 @@ std::vector<Shape> shapes_for(TensorType type) {
   out.push_back({15, c2, 3});
   out.push_back({16, c1, 1});
   out.push_back({45, c2, 6});
-  out.push_back({70, c2, 100});  // prefill-like: several token blocks, several panels per thread
+  out.push_back({70, c2, 100});   // prefill-like: several tiles of tokens
+  out.push_back({40, 4096, 70});  // activations too large for one L2 token block
+  out.push_back({400, c1, 5});    // chunks of several panels per thread
   return out;
 }
 
@@ -70,7 +72,6 @@ class MatmulTest : public ::testing::TestWithParam<std::tuple<TensorType, Isa>> 
 TEST_P(MatmulTest, MatchesReference) {
   const auto [type, isa] = GetParam();
   IsaGuard guard(isa);
-  const bool quantized = is_quantized(panel_format(type)) || !has_own_panel_format(type);
   const bool int_kernel = is_quantized(panel_format(type));
   std::mt19937 rng(1234 + static_cast<int>(type));
   ThreadPool pool(3);  // more threads than this machine's cores: uneven splits, real contention
@@ -89,6 +90,14 @@ TEST_P(MatmulTest, MatchesReference) {
     EXPECT_EQ(prepared.packed != nullptr, has_own_panel_format(type));
     matmul(prepared, x.data(), s.n_tokens, y.data(), pool);
     EXPECT_EQ(y, y_unprepared) << "prepared and on-the-fly panels must give identical results";
+
+    // Batch invariance: each token alone gives the same bits (batched decode
+    // must produce what decoding alone produces).
+    std::vector<float> y1(static_cast<size_t>(s.rows));
+    for (int64_t t = 0; t < s.n_tokens; t += 7) {
+      matmul(prepared, x.data() + t * s.cols, 1, y1.data(), pool);
+      EXPECT_TRUE(std::equal(y1.begin(), y1.end(), y.begin() + t * s.rows)) << "token " << t << " alone differs";
+    }
 
     matmul_reference(w, x.data(), s.n_tokens, ref.data());
     const auto xq = int_kernel ? rounded_activations(x, s.n_tokens, s.cols) : x;
@@ -115,7 +124,6 @@ TEST_P(MatmulTest, MatchesReference) {
                         << " (with rounded activations " << ref_q[i] << "), |w||x| " << abs_dot;
         }
       }
-    (void)quantized;
   }
 }
 
@@ -131,6 +139,41 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, MatmulTest,
                                                               TensorType::Q5_1, TensorType::Q5_K),
                                             ::testing::ValuesIn(llmserve::testing::runnable_isas())),
                          case_name);
+
+// Several targets sharing one input give exactly what separate calls give,
+// whatever mix of types and prepared / unprepared matrices.
+TEST(MatmulTargets, MatchSeparateCalls) {
+  ThreadPool pool(3);
+  std::mt19937 rng(99);
+  const int64_t cols = 512;
+  const TensorType types[] = {TensorType::Q4_K, TensorType::Q6_K, TensorType::F16, TensorType::Q4_1, TensorType::Q8_0};
+  const int64_t rows[] = {33, 256, 17, 40, 1};
+  std::vector<std::vector<uint8_t>> raw;
+  std::vector<Matrix> ws;
+  std::vector<PackedWeights> storage;
+  for (int i = 0; i < 5; ++i) {
+    raw.push_back(llmserve::testing::random_rows(rng, types[i], rows[i], cols));
+    ws.push_back(Matrix{types[i], raw.back().data(), rows[i], cols, llmserve::testing::row_bytes_of(types[i], cols)});
+    if (i % 2 == 0) storage.push_back(prepare(ws.back()));
+  }
+  for (int64_t n_tokens : {1, 7, 40}) {
+    const auto x = llmserve::testing::random_floats(rng, static_cast<size_t>(n_tokens * cols));
+    std::vector<std::vector<float>> together(5), alone(5);
+    std::vector<MatmulTarget> targets;
+    for (int i = 0; i < 5; ++i) {
+      together[i].resize(rows[i] * n_tokens);
+      alone[i].resize(rows[i] * n_tokens);
+      targets.push_back({&ws[i], together[i].data()});
+      matmul(ws[i], x.data(), n_tokens, alone[i].data(), pool);
+    }
+    matmul(targets, x.data(), n_tokens, pool);
+    for (int i = 0; i < 5; ++i) EXPECT_EQ(together[i], alone[i]) << "target " << i << ", " << n_tokens << " tokens";
+  }
+  std::vector<float> y(64), x(64 * 4);
+  Matrix other = ws[4];
+  other.cols = 256;
+  EXPECT_THROW(matmul({{&ws[4], y.data()}, {&other, y.data()}}, x.data(), 1, pool), Error);
+}
 
 TEST(MatmulQuantize, EveryIsaRoundsIdentically) {
   std::mt19937 rng(7);

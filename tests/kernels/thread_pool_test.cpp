@@ -15,7 +15,7 @@ namespace llmserve {
 namespace {
 
 TEST(ThreadPool, RunsEveryThreadOncePerJob) {
-  for (int n : {1, 2, 3, 5}) {
+  for (int n : {1, 2, 3, 5}) {  // 5: more threads than this machine's cores
     ThreadPool pool(n);
     ASSERT_EQ(pool.size(), n);
     std::vector<int> hits(n, 0);
@@ -66,6 +66,41 @@ TEST(ThreadPool, WakesSleepingWorkers) {
     pool.run([&](int, int) { count.fetch_add(1); });
   }
   EXPECT_EQ(count.load(), 6);
+}
+
+TEST(ThreadPool, ParallelForRunsEveryItemOnce) {
+  for (int n : {1, 2, 3}) {
+    ThreadPool pool(n);
+    for (int64_t items : {0, 1, 2, 7, 1000}) {
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(items));
+      pool.parallel_for(items, [&](int64_t i) { hits[i].fetch_add(1); });
+      for (auto& h : hits) ASSERT_EQ(h.load(), 1);
+    }
+  }
+}
+
+// Alternating kinds of job, some with items that take long enough for a
+// late worker to find the job closed or replaced: every item still runs
+// exactly once, and every run() job on every thread.
+TEST(ThreadPool, ParallelForAndRunInterleave) {
+  ThreadPool pool(3);
+  std::atomic<int64_t> items{0}, runs{0};
+  for (int round = 0; round < 2000; ++round) {
+    if (round % 3 == 2) {
+      pool.run([&](int, int) { runs.fetch_add(1); });
+    } else {
+      const int64_t n = round % 7;
+      pool.parallel_for(n, [&](int64_t) {
+        if (round % 100 == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+        items.fetch_add(1);
+      });
+    }
+  }
+  int64_t want_items = 0;
+  for (int round = 0; round < 2000; ++round)
+    if (round % 3 != 2) want_items += round % 7;
+  EXPECT_EQ(items.load(), want_items);
+  EXPECT_EQ(runs.load(), 3 * (2000 / 3));
 }
 
 TEST(ThreadPool, AcceptsStdFunctionAndSplitsEvenly) {

@@ -41,6 +41,15 @@ std::vector<int> greedy_from_bos(StepFn step, int bos, int steps, int stop) {
   return out;
 }
 
+// One step of the fast path, in the shape greedy_from_bos wants.
+auto fast_step(SequenceRunner& fwd) {
+  return [&fwd](int t) {
+    const int32_t tok = t;
+    const auto l = fwd.eval({&tok, 1});
+    return std::vector<float>(l.begin(), l.end());
+  };
+}
+
 }  // namespace
 
 TEST(Stories260K, ReferenceMatchesVectors) {
@@ -66,13 +75,7 @@ TEST(Stories260K, FastPathMatchesVectors) {
   EXPECT_LT(max_abs_diff(fwd.eval({&bos, 1}), vec["logits_after_bos_pos0"]), 1e-4f);
 
   fwd.reset();
-  const auto ids = greedy_from_bos(
-      [&](int t) {
-        const int32_t tok = t;
-        const auto l = fwd.eval({&tok, 1});
-        return std::vector<float>(l.begin(), l.end());
-      },
-      1, 256, -1);
+  const auto ids = greedy_from_bos(fast_step(fwd), 1, 256, -1);
   EXPECT_EQ(ids, vec["greedy_ids"].get<std::vector<int>>());
 }
 
@@ -105,13 +108,7 @@ TEST(TinyStories656K, F16MatchesF32Vectors) {
   const int32_t bos = 1;
   EXPECT_LT(max_abs_diff(fwd.eval({&bos, 1}), vec["logits_after_bos_pos0_f32"]), 1e-4f);
   fwd.reset();
-  const auto ids = greedy_from_bos(
-      [&](int t) {
-        const int32_t tok = t;
-        const auto l = fwd.eval({&tok, 1});
-        return std::vector<float>(l.begin(), l.end());
-      },
-      1, 128, 2);
+  const auto ids = greedy_from_bos(fast_step(fwd), 1, 128, 2);
   EXPECT_EQ(ids, vec["greedy_ids_f32_and_f16"].get<std::vector<int>>());
 }
 
@@ -133,13 +130,7 @@ TEST(TinyStories656K, Q8_0FastPathFollowsTheGreedyVectors) {
   const auto model = Model::load(path);
   ThreadPool pool(2);
   SequenceRunner fwd(*model, pool, 512, TensorType::F32);
-  const auto ids = greedy_from_bos(
-      [&](int t) {
-        const int32_t tok = t;
-        const auto l = fwd.eval({&tok, 1});
-        return std::vector<float>(l.begin(), l.end());
-      },
-      1, 128, 2);
+  const auto ids = greedy_from_bos(fast_step(fwd), 1, 128, 2);
   const auto expect = vec["greedy_ids_q8_0"].get<std::vector<int>>();
   // The fast path also rounds activations to int8 per 32-block, yet it
   // follows the float64 greedy sequence of the dequantized weights to the end.

@@ -3,6 +3,8 @@
 // REQUIRE_MODEL(path, "file.gguf"), which skips with a clear message when absent.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <string>
 
@@ -10,6 +12,11 @@ namespace llmserve::testing {
 
 inline std::string model_path(const std::string& name) {
   return std::string(LLMSERVE_MODELS_DIR) + "/" + name;
+}
+
+// A path in the temp directory, unique to this test process.
+inline std::string temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / ("llmserve-test-" + std::to_string(getpid()) + "-" + name)).string();
 }
 
 }  // namespace llmserve::testing

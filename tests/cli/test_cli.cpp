@@ -11,6 +11,8 @@
 
 namespace {
 
+using llmserve::testing::temp_path;
+
 struct Result {
   int exit_code = -1;
   std::string out;  // stdout and stderr together
@@ -27,10 +29,6 @@ Result run(const std::string& args) {
   const int status = pclose(p);
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
-}
-
-std::string temp_path(const std::string& name) {
-  return (std::filesystem::temp_directory_path() / ("llmserve-cli-test-" + std::to_string(getpid()) + "-" + name)).string();
 }
 
 void write_file(const std::string& path, const std::string& bytes) {

@@ -16,6 +16,7 @@
 #include "model/rope.h"
 #include "model/runner.h"
 #include "model/synthetic.h"
+#include "test_models.h"
 
 using namespace llmserve;
 
@@ -23,10 +24,7 @@ void expect_fast_matches_reference(const model::Model& m, int n_prompt, int n_de
 
 namespace {
 
-std::string temp_path(const std::string& name) {
-  return (std::filesystem::temp_directory_path() / ("llmserve-arch-test-" + std::to_string(getpid()) + "-" + name))
-      .string();
-}
+using llmserve::testing::temp_path;
 
 std::vector<uint8_t> random_f32_bytes(size_t n, uint32_t seed) {
   std::mt19937 rng(seed);

@@ -9,15 +9,13 @@
 #include "gguf/writer.h"
 #include "model/model.h"
 #include "model/synthetic.h"
+#include "test_models.h"
 
 using namespace llmserve;
 
 namespace {
 
-std::string temp_path(const std::string& name) {
-  return (std::filesystem::temp_directory_path() / ("llmserve-model-test-" + std::to_string(getpid()) + "-" + name))
-      .string();
-}
+using llmserve::testing::temp_path;
 
 // Copies `src` into a new file, letting `edit` drop tensors or change metadata.
 std::string rewrite(const std::string& src, const std::string& name,

@@ -181,7 +181,7 @@ void Engine::step() {
   std::span<float> logits;
   try {
     logits = runner_.forward(batch);
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {  // e.g. bad_alloc too: fail this step's requests, keep serving
     scheduler_.fail_step(e.what());
     deliver_finished();
     return;

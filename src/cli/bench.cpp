@@ -49,11 +49,11 @@ double median(std::vector<double> v) {
 
 void run_single_bench(const BenchOptions& o) {
   if (o.prompt_tokens < 1 || o.gen_tokens < 1 || o.reps < 1) throw Error("-p, -n and --reps must be >= 1");
-  const auto model = model::Model::load(resolve_model(o.model));
   const auto kv_type = gguf::type_info_by_name(o.kv_type);
   if (!kv_type) throw Error("unknown --kv-type '" + o.kv_type + "'");
   const int threads = o.threads > 0 ? o.threads : default_thread_count();
   ThreadPool pool(threads);
+  const auto model = model::Model::load(resolve_model(o.model), &pool);
   const model::MatmulFootprint fp = model::matmul_footprint(model->weights());
   const gguf::TensorType wtype = model->weights().layers[0].wq.type;
   const std::string type_name(gguf::type_info(wtype)->name);

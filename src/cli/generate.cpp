@@ -33,7 +33,8 @@ void run_generate(GenerateOptions o) {
   if (o.n_predict < 0) throw Error("-n must be >= 0");
   if (o.threads < 1) throw Error("-t must be >= 1");
   if (!o.seed_given) o.sampling.seed = static_cast<uint64_t>(Clock::now().time_since_epoch().count());
-  const auto model = model::Model::load(resolve_model(o.model));
+  ThreadPool pool(o.threads);
+  const auto model = model::Model::load(resolve_model(o.model), &pool);
   const auto tokenizer = tok::Tokenizer::from_gguf(model->file());
   std::vector<int32_t> prompt = tokenizer->encode(o.prompt, tokenizer->add_bos_by_default());
   if (prompt.empty()) throw Error("the prompt is empty and the model adds no BOS token");
@@ -42,7 +43,6 @@ void run_generate(GenerateOptions o) {
   if (static_cast<int>(prompt.size()) >= model->hparams().n_ctx_train)
     throw Error("the prompt has " + std::to_string(prompt.size()) + " tokens; the model's context is " +
                 std::to_string(model->hparams().n_ctx_train));
-  ThreadPool pool(o.threads);
   model::SequenceRunner forward(*model, pool, n_ctx);
   engine::Sampler sampler(o.sampling);
   tok::StreamDecoder decoder(*tokenizer, prompt.front() == tokenizer->bos() && prompt.size() == 1);

@@ -16,8 +16,6 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
-std::unique_ptr<model::Model> load_model(const EngineConfig& c) { return model::Model::load(c.model_path); }
-
 int pool_blocks(const EngineConfig& c, const model::HParams& hp) {
   const int n = c.kv_blocks > 0 ? c.kv_blocks : model::KvCache::blocks_for_bytes(hp, c.kv_bytes, c.block_size, c.kv_type);
   if (n < 1)
@@ -70,11 +68,11 @@ struct Engine::Live {
 
 Engine::Engine(EngineConfig config)
     : config_(std::move(config)),
-      model_(load_model(config_)),
+      pool_(config_.threads > 0 ? config_.threads : default_thread_count()),
+      model_(model::Model::load(config_.model_path, &pool_)),
       tokenizer_(tok::Tokenizer::from_gguf(model_->file())),
       max_context_(config_.max_context > 0 ? std::min(config_.max_context, model_->hparams().n_ctx_train)
                                            : model_->hparams().n_ctx_train),
-      pool_(config_.threads > 0 ? config_.threads : default_thread_count()),
       kv_(model_->hparams(), pool_blocks(config_, model_->hparams()), config_.block_size, config_.kv_type),
       runner_(*model_, kv_, pool_, config_.max_batch_tokens),
       scheduler_(SchedulerConfig{kv_.n_blocks(), config_.block_size, config_.max_batch_tokens, config_.max_seqs,

@@ -121,10 +121,10 @@ class Engine {
   void deliver_finished();
 
   EngineConfig config_;
+  ThreadPool pool_;  // before model_: loading repacks the weights on it
   std::unique_ptr<model::Model> model_;
   std::unique_ptr<tok::Tokenizer> tokenizer_;
   int max_context_ = 0;
-  ThreadPool pool_;
   model::KvCache kv_;
   model::ModelRunner runner_;
   Scheduler scheduler_;

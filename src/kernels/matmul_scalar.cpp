@@ -37,6 +37,7 @@ void quantize(const float* x, int64_t cols, Q8Act* out) {
     a.dsum_lo = a.d * static_cast<float>(sum[0]);
     a.dsum_hi = a.d * static_cast<float>(sum[1]);
     a.dsum = a.d * static_cast<float>(sum[0] + sum[1]);
+    a.neg128_sum = -128 * (sum[0] + sum[1]);
   }
 }
 

@@ -84,12 +84,14 @@ void pack_panel(const Matrix& w, int64_t p, uint8_t* dst);
 
 // An activation block: 32 values x ~= d * qs, plus the sums the kernels need
 // to undo the weights' code offsets (dsum = d * sum(qs); lo/hi: first/second
-// 16 values).
+// 16 values; neg128_sum = -128 * sum(qs), the integer offset of codes stored
+// as code + 128, which kernels can fold into their integer dot products).
 struct alignas(16) Q8Act {
   float d, dsum, dsum_lo, dsum_hi;
+  int32_t neg128_sum;
   int8_t qs[kQBlock];
 };
-static_assert(sizeof(Q8Act) == 48);
+static_assert(sizeof(Q8Act) == 64);
 
 // One kernel call: a panel times n_tokens activation rows.
 struct PanelArgs {

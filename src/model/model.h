@@ -12,8 +12,10 @@ namespace llmserve::model {
 
 class Model {
  public:
-  // Maps the file and checks everything the forward pass needs. Throws Error.
-  static std::unique_ptr<Model> load(const std::string& path);
+  // Maps the file and checks everything the forward pass needs, then
+  // repacks the weights for the kernels (on `pool`'s threads if given).
+  // Throws Error.
+  static std::unique_ptr<Model> load(const std::string& path, ThreadPool* pool = nullptr);
 
   const gguf::File& file() const { return file_; }
   const HParams& hparams() const { return hp_; }

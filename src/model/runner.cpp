@@ -98,9 +98,7 @@ std::span<float> ModelRunner::forward(std::span<const SeqBatch> batch) {
     for_rows(pool_, n, [&](int a, int b) {
       kernels::rmsnorm(&x_[size_t(a) * dim], lw.attn_norm.data(), hp.rms_eps, dim, b - a, &xn_[size_t(a) * dim]);
     });
-    kernels::matmul(lw.wq, xn_.data(), n, q_.data(), pool_);
-    kernels::matmul(lw.wk, xn_.data(), n, k_.data(), pool_);
-    kernels::matmul(lw.wv, xn_.data(), n, v_.data(), pool_);
+    kernels::matmul({{&lw.wq, q_.data()}, {&lw.wk, k_.data()}, {&lw.wv, v_.data()}}, xn_.data(), n, pool_);
     add_bias(q_.data(), lw.bq, n);
     add_bias(k_.data(), lw.bk, n);
     add_bias(v_.data(), lw.bv, n);
@@ -119,8 +117,7 @@ std::span<float> ModelRunner::forward(std::span<const SeqBatch> batch) {
     for_rows(pool_, n, [&](int a, int b) {
       kernels::rmsnorm(&x_[size_t(a) * dim], lw.ffn_norm.data(), hp.rms_eps, dim, b - a, &xn_[size_t(a) * dim]);
     });
-    kernels::matmul(lw.w_gate, xn_.data(), n, gate_.data(), pool_);
-    kernels::matmul(lw.w_up, xn_.data(), n, up_.data(), pool_);
+    kernels::matmul({{&lw.w_gate, gate_.data()}, {&lw.w_up, up_.data()}}, xn_.data(), n, pool_);
     for_rows(pool_, n, [&](int a, int b) {
       kernels::silu_mul(&gate_[size_t(a) * ffn], &up_[size_t(a) * ffn], int64_t(b - a) * ffn, &gate_[size_t(a) * ffn]);
     });

@@ -3,15 +3,22 @@
 // text), inter-token latency (between text events), TPOT ((e2e - TTFT) /
 // (output tokens - 1)), end-to-end latency; request and token throughput,
 // and goodput (requests per second that met the --slo-* targets).
+//
+// Against an llmserve server it also reads the engine's own latency
+// histograms from /metrics before and after the run: the same requests timed
+// inside the engine, so the difference to the client's numbers is what HTTP,
+// JSON and SSE add, free of the host's timing noise that separate runs carry.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <mutex>
 #include <random>
+#include <string_view>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -213,6 +220,40 @@ std::string discover_model(const server::Url& url, const BenchOptions& o) {
   return j["data"][0].value("id", "");
 }
 
+// Sums and counts of the engine-side latency histograms (seconds).
+struct ServerLatency {
+  bool found = false;
+  double ttft_sum = 0, ttft_count = 0, tpot_sum = 0, tpot_count = 0;
+};
+
+ServerLatency scrape_server_latency(const server::Url& url, const BenchOptions& o) {
+  server::HttpClient c(url.host, url.port, std::chrono::seconds(30));
+  server::Headers h;
+  if (!o.api_key.empty()) h.emplace_back("Authorization", "Bearer " + o.api_key);
+  const auto r = c.request("GET", url.base_path + "/metrics", "", h);
+  ServerLatency s;
+  if (r.status != 200) return s;
+  const std::pair<std::string_view, double*> wanted[] = {
+      {"llmserve:time_to_first_token_seconds_sum ", &s.ttft_sum},
+      {"llmserve:time_to_first_token_seconds_count ", &s.ttft_count},
+      {"llmserve:time_per_output_token_seconds_sum ", &s.tpot_sum},
+      {"llmserve:time_per_output_token_seconds_count ", &s.tpot_count}};
+  int seen = 0;
+  std::string_view rest = r.body;
+  while (!rest.empty()) {
+    const size_t eol = rest.find('\n');
+    const std::string_view line = rest.substr(0, eol);
+    rest = eol == std::string_view::npos ? std::string_view{} : rest.substr(eol + 1);
+    for (const auto& [name, out] : wanted)
+      if (line.starts_with(name)) {
+        *out = std::strtod(std::string(line.substr(name.size())).c_str(), nullptr);
+        ++seen;
+      }
+  }
+  s.found = seen == 4;
+  return s;
+}
+
 void run_bench(BenchOptions o) {
   if (o.num_prompts < 1) throw Error("--num-prompts must be >= 1");
   if (o.concurrency < 0 || o.rate < 0) throw Error("--concurrency and --rate must be positive");
@@ -222,6 +263,7 @@ void run_bench(BenchOptions o) {
   const server::Url url = server::parse_url(o.url);
   if (o.model.empty()) o.model = discover_model(url, o);
   const std::vector<Prompt> prompts = make_prompts(o);
+  const ServerLatency server_before = scrape_server_latency(url, o);
 
   // Arrival times: all at once for --concurrency, Poisson at --rate.
   std::vector<double> arrival_s(prompts.size(), 0.0);
@@ -249,6 +291,7 @@ void run_bench(BenchOptions o) {
   }
   for (auto& t : threads) t.join();
   const double duration_s = std::chrono::duration<double>(Clock::now() - start).count();
+  const ServerLatency server_after = scrape_server_latency(url, o);
 
   std::vector<double> ttft, tpot, itl, e2e;
   int ok = 0, good = 0;
@@ -302,6 +345,20 @@ void run_bench(BenchOptions o) {
   put("tpot", st_tpot);
   put("itl", st_itl);
   put("e2e", st_e2e);
+  // The engine's view of this run's requests (meaningful while nothing else
+  // loads the server): mean TTFT and TPOT, and the client's excess over them.
+  const double engine_tokens = server_after.tpot_count - server_before.tpot_count;
+  const double engine_firsts = server_after.ttft_count - server_before.ttft_count;
+  const bool engine_view = server_before.found && server_after.found && engine_tokens > 0 && engine_firsts > 0;
+  double engine_ttft_ms = 0, engine_tpot_ms = 0;
+  if (engine_view) {
+    engine_ttft_ms = (server_after.ttft_sum - server_before.ttft_sum) / engine_firsts * 1e3;
+    engine_tpot_ms = (server_after.tpot_sum - server_before.tpot_sum) / engine_tokens * 1e3;
+    j["engine_mean_ttft_ms"] = engine_ttft_ms;
+    j["engine_mean_tpot_ms"] = engine_tpot_ms;
+    j["http_overhead_per_token_ms"] = st_tpot.mean - engine_tpot_ms;
+    j["http_overhead_tpot_frac"] = (st_tpot.mean - engine_tpot_ms) / engine_tpot_ms;
+  }
 
   FILE* table = o.json_out == "-" ? stderr : stdout;
   std::fprintf(table, "============ bench-serve: %s (%s) ============\n", o.url.c_str(), o.model.c_str());
@@ -322,6 +379,12 @@ void run_bench(BenchOptions o) {
   std::fprintf(table, "%-10s %10s %10s %10s %10s\n", "(ms)", "mean", "p50", "p90", "p99");
   for (const auto& [name, s] : {std::pair{"TTFT", st_ttft}, {"TPOT", st_tpot}, {"ITL", st_itl}, {"E2E", st_e2e}})
     std::fprintf(table, "%-10s %10.2f %10.2f %10.2f %10.2f\n", name, s.mean, s.p50, s.p90, s.p99);
+  if (engine_view) {
+    std::fprintf(table, "%-32s TTFT %.2f, TPOT %.3f\n", "Engine-side mean (ms):", engine_ttft_ms, engine_tpot_ms);
+    std::fprintf(table, "%-32s %.3f ms per output token (%.2f%% of TPOT), TTFT +%.2f ms\n", "HTTP + client overhead:",
+                 st_tpot.mean - engine_tpot_ms, 100 * (st_tpot.mean - engine_tpot_ms) / engine_tpot_ms,
+                 st_ttft.mean - engine_ttft_ms);
+  }
   if (!o.json_out.empty()) {
     const std::string text = j.dump(2) + "\n";
     if (o.json_out == "-") {

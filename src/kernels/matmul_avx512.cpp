@@ -184,15 +184,26 @@ void quant_tile(const PanelArgs& a, int64_t t0) {
     Format::load(a.panel, b, k);
     for (int t = 0; t < T; ++t) {
       const Q8Act* x = acts + t * nb + b;
-      // Four independent chains of two: short latency. A folded offset
-      // starts a chain of the high groups (never shifted).
-      __m512i p[4];
-      for (int j = 0; j < 4; ++j) {
-        const __m512i init = Format::kFoldedOffset && j == 2 ? _mm512_set1_epi32(x->neg128_sum) : _mm512_setzero_si512();
-        p[j] = _mm512_dpbusd_epi32(init, k.g[2 * j], broadcast4(x->qs + 8 * j));
+      // lo: groups 0-3, hi: groups 4-7 and a folded offset (hi is never
+      // shifted). One token alone has nothing else to overlap, so it splits
+      // each into two chains for latency; with several tokens, one chain each
+      // saves the adds. Integer sums are exact, so the split changes nothing
+      // in the result (batch invariance holds).
+      const __m512i hi_init = Format::kFoldedOffset ? _mm512_set1_epi32(x->neg128_sum) : _mm512_setzero_si512();
+      __m512i lo, hi;
+      if constexpr (T == 1) {
+        __m512i p[4];
+        for (int j = 0; j < 4; ++j)
+          p[j] = _mm512_dpbusd_epi32(j == 2 ? hi_init : _mm512_setzero_si512(), k.g[2 * j], broadcast4(x->qs + 8 * j));
+        for (int j = 0; j < 4; ++j) p[j] = _mm512_dpbusd_epi32(p[j], k.g[2 * j + 1], broadcast4(x->qs + 8 * j + 4));
+        lo = _mm512_add_epi32(p[0], p[1]);
+        hi = _mm512_add_epi32(p[2], p[3]);
+      } else {
+        lo = _mm512_setzero_si512();
+        hi = hi_init;
+        for (int j = 0; j < 4; ++j) lo = _mm512_dpbusd_epi32(lo, k.g[j], broadcast4(x->qs + 4 * j));
+        for (int j = 4; j < 8; ++j) hi = _mm512_dpbusd_epi32(hi, k.g[j], broadcast4(x->qs + 4 * j));
       }
-      for (int j = 0; j < 4; ++j) p[j] = _mm512_dpbusd_epi32(p[j], k.g[2 * j + 1], broadcast4(x->qs + 8 * j + 4));
-      const __m512i lo = _mm512_add_epi32(p[0], p[1]), hi = _mm512_add_epi32(p[2], p[3]);
       if constexpr (Format::kFoldedOffset) {
         const __m512i sum = _mm512_add_epi32(_mm512_slli_epi32(lo, Format::kLowShift), hi);
         acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(k.s_lo, _mm512_set1_ps(x->d)), acc[t]);

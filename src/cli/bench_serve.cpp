@@ -234,19 +234,20 @@ ServerLatency scrape_server_latency(const server::Url& url, const BenchOptions& 
   ServerLatency s;
   if (r.status != 200) return s;
   const std::pair<std::string_view, double*> wanted[] = {
-      {"llmserve:time_to_first_token_seconds_sum ", &s.ttft_sum},
-      {"llmserve:time_to_first_token_seconds_count ", &s.ttft_count},
-      {"llmserve:time_per_output_token_seconds_sum ", &s.tpot_sum},
-      {"llmserve:time_per_output_token_seconds_count ", &s.tpot_count}};
+      {"llmserve:time_to_first_token_seconds_sum", &s.ttft_sum},
+      {"llmserve:time_to_first_token_seconds_count", &s.ttft_count},
+      {"llmserve:time_per_output_token_seconds_sum", &s.tpot_sum},
+      {"llmserve:time_per_output_token_seconds_count", &s.tpot_count}};
   int seen = 0;
   std::string_view rest = r.body;
   while (!rest.empty()) {
     const size_t eol = rest.find('\n');
     const std::string_view line = rest.substr(0, eol);
     rest = eol == std::string_view::npos ? std::string_view{} : rest.substr(eol + 1);
+    // `name{labels} value` or `name value`
     for (const auto& [name, out] : wanted)
-      if (line.starts_with(name)) {
-        *out = std::strtod(std::string(line.substr(name.size())).c_str(), nullptr);
+      if (line.starts_with(name) && line.size() > name.size() && (line[name.size()] == '{' || line[name.size()] == ' ')) {
+        *out = std::strtod(std::string(line.substr(line.rfind(' ') + 1)).c_str(), nullptr);
         ++seen;
       }
   }

@@ -53,33 +53,52 @@ int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> histor
   apply_penalties(logits, history);
   if (p_.temperature <= 0.0f) return argmax(logits);
 
-  // Softmax at temperature, over candidates sorted by probability.
+  // Softmax at temperature. Only top-p needs the candidates in order of
+  // probability, and only as far as its mass reaches: sorting a whole
+  // vocabulary (32k-150k entries) for every token took milliseconds per
+  // sequence per step, which a batch of sequences multiplies.
+  const auto better = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
   candidates_.clear();
   for (size_t i = 0; i < logits.size(); ++i) candidates_.emplace_back(logits[i] / p_.temperature, static_cast<int32_t>(i));
   size_t n = candidates_.size();
-  if (p_.top_k > 0 && static_cast<size_t>(p_.top_k) < n) n = static_cast<size_t>(p_.top_k);
-  std::partial_sort(candidates_.begin(), candidates_.begin() + static_cast<long>(n), candidates_.end(),
-                    [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); });
-  candidates_.resize(n);
-  const float max_logit = candidates_[0].first;
+  if (p_.top_k > 0 && static_cast<size_t>(p_.top_k) < n) {
+    n = static_cast<size_t>(p_.top_k);
+    std::nth_element(candidates_.begin(), candidates_.begin() + static_cast<long>(n - 1), candidates_.end(), better);
+    candidates_.resize(n);
+  }
+  float max_logit = -INFINITY;
+  for (const auto& c : candidates_) max_logit = std::max(max_logit, c.first);
   double total = 0.0;
   for (auto& c : candidates_) total += c.first = std::exp(c.first - max_logit);
 
-  // top-p: the smallest prefix whose mass reaches top_p; min-p: relative to the best.
-  double kept_mass = 0.0;
-  size_t keep = 0;
-  const double min_prob = p_.min_p * candidates_[0].first / total;
-  for (; keep < candidates_.size(); ++keep) {
-    const double prob = candidates_[keep].first / total;
-    if (keep > 0 && (kept_mass >= p_.top_p || prob < min_prob)) break;
-    kept_mass += prob;
+  // min-p: relative to the best (whose weight is exp(0) = 1).
+  if (p_.min_p > 0.0f) {
+    const float min_weight = p_.min_p;
+    std::erase_if(candidates_, [&](const auto& c) { return c.first < min_weight; });
   }
-  double r = uniform() * kept_mass * total;
-  for (size_t i = 0; i < keep; ++i) {
-    r -= candidates_[i].first;
-    if (r < 0.0) return candidates_[i].second;
+  // top-p: the smallest most-probable prefix whose mass reaches top_p, sorted
+  // in growing steps until it does.
+  if (p_.top_p < 1.0f) {
+    const auto first = candidates_.begin();
+    for (size_t sorted = std::min<size_t>(64, candidates_.size());; sorted = std::min(4 * sorted, candidates_.size())) {
+      std::partial_sort(first, first + static_cast<long>(sorted), candidates_.end(), better);
+      double mass = 0.0;
+      size_t keep = 0;
+      while (keep < sorted && (keep == 0 || mass < p_.top_p * total)) mass += candidates_[keep++].first;
+      if (mass >= p_.top_p * total || sorted == candidates_.size()) {
+        candidates_.resize(keep);
+        break;
+      }
+    }
   }
-  return candidates_[keep - 1].second;
+  double kept = 0.0;
+  for (const auto& c : candidates_) kept += c.first;
+  double r = uniform() * kept;
+  for (const auto& c : candidates_) {
+    r -= c.first;
+    if (r < 0.0) return c.second;
+  }
+  return candidates_.back().second;
 }
 
 }  // namespace llmserve::engine

@@ -78,6 +78,20 @@ TEST(Sampler, TopPKeepsTheSmallestPrefixReachingP) {
   EXPECT_NEAR(h.at(0) / 4000.0, 0.5 / 0.8, 0.03);
 }
 
+// A flat distribution over a large vocabulary: the sorted prefix has to grow
+// several times before it holds the top_p mass.
+TEST(Sampler, TopPOverALargeFlatVocabulary) {
+  SamplingParams p = plain(1.0f);
+  p.top_p = 0.5f;
+  std::vector<float> logits(2000, 0.0f);
+  logits[1999] = 1e-3f;  // the best token sits last
+  const auto h = histogram(p, logits, 20000);
+  EXPECT_TRUE(h.count(1999));
+  // The best token and 999 more hold half the mass; ties go to the lower ids.
+  for (const auto& [token, n] : h) EXPECT_TRUE(token == 1999 || token < 999) << token;
+  EXPECT_GT(h.size(), 900u);
+}
+
 TEST(Sampler, MinPDropsTokensBelowAFractionOfTheBest) {
   SamplingParams p = plain(1.0f);
   p.min_p = 0.5f;  // keep p >= 0.5 * 0.4

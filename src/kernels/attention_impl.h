@@ -27,49 +27,83 @@ struct Layout {
   static constexpr int kPvCols = N == 16 ? 4 : 2;  // vectors per PV tile row (fits the register file)
 };
 
-// Loads KV head `kv_head` of the cache row at `pos` as floats into
-// dst[0..hdp), zero-padded. Rows are found through the sequence's block table.
+// One cache row's slice [first, first + hd) as floats into dst[0..hdp),
+// zero-padded. Q8_0 rows are 34-byte blocks of f16 scale + 32 int8; a head
+// usually covers whole blocks (head_dim % 32 == 0), tiny models' heads may
+// start mid-block.
 template <class VF>
-void load_row(const AttentionCall& c, const uint8_t* base, const AttentionSeq& seq, int64_t pos, int kv_head,
-              float* dst, int64_t hdp) {
-  const KvLayout& l = c.layout;
-  const int64_t block = seq.block_table[pos / l.block_size];
-  const uint8_t* row = base + (block * l.block_size + pos % l.block_size) * static_cast<int64_t>(l.row_bytes);
-  const int hd = c.shape.head_dim;
-  const int64_t first = static_cast<int64_t>(kv_head) * hd;  // element index within the row
-  if (l.type == gguf::TensorType::Q8_0) {
-    // 34-byte blocks of f16 scale + 32 int8. A head usually covers whole
-    // blocks (head_dim % 32 == 0); tiny models' heads may start mid-block.
-    for (int d = 0; d < hd;) {
-      const int64_t e = first + d;
-      const uint8_t* blk = row + e / 32 * 34;
-      uint16_t h;
-      std::memcpy(&h, blk, 2);
-      const float scale = VF::f16(h);
-      const auto* qs = reinterpret_cast<const int8_t*>(blk + 2);
-      if (e % 32 == 0 && hd - d >= 32) {
-        for (int i = 0; i < 32; i += VF::N) (VF::load(qs + i) * VF::set1(scale)).store(dst + d + i);
-        d += 32;
-      } else {
-        for (int64_t i = e % 32; i < 32 && d < hd; ++i, ++d) dst[d] = scale * static_cast<float>(qs[i]);
-      }
+inline void q8_0_head(const uint8_t* row, int64_t first, int hd, float* dst, int64_t hdp) {
+  for (int d = 0; d < hd;) {
+    const int64_t e = first + d;
+    const uint8_t* blk = row + e / 32 * 34;
+    uint16_t h;
+    std::memcpy(&h, blk, 2);
+    const float scale = VF::f16(h);
+    const auto* qs = reinterpret_cast<const int8_t*>(blk + 2);
+    if (e % 32 == 0 && hd - d >= 32) {
+      for (int i = 0; i < 32; i += VF::N) (VF::load(qs + i) * VF::set1(scale)).store(dst + d + i);
+      d += 32;
+    } else {
+      for (int64_t i = e % 32; i < 32 && d < hd; ++i, ++d) dst[d] = scale * static_cast<float>(qs[i]);
     }
-    for (int64_t d = hd; d < hdp; ++d) dst[d] = 0;
-    return;
   }
+  for (int64_t d = hd; d < hdp; ++d) dst[d] = 0;
+}
+
+// The same for F32 rows (T = float) and F16 rows (T = uint16_t bits).
+template <class VF, class T>
+inline void float_head(const uint8_t* row, int64_t first, int hd, float* dst, int64_t hdp) {
+  const T* p = reinterpret_cast<const T*>(row) + first;
   for (int64_t d = 0; d < hdp; d += VF::N) {
     const int lanes = hd - d >= VF::N ? VF::N : static_cast<int>(hd - d);
     VF v = VF::zero();
-    if (l.type == gguf::TensorType::F32) {
-      const float* p = reinterpret_cast<const float*>(row) + first + d;
-      if (lanes == VF::N) v = VF::load(p);
-      else if (lanes > 0) v = VF::load(p, lanes);
-    } else {
-      const uint16_t* p = reinterpret_cast<const uint16_t*>(row) + first + d;
-      if (lanes == VF::N) v = VF::load(p);
-      else if (lanes > 0) v = VF::load(p, lanes);
-    }
+    if (lanes == VF::N) v = VF::load(p + d);
+    else if (lanes > 0) v = VF::load(p + d, lanes);
     v.store(dst + d);
+  }
+}
+
+// Loads KV head `kv_head` of the cache rows at positions [pos, pos + n) as
+// floats into dst[j * hdp ..]. The rows are found through the sequence's
+// block table. Decode converts a row per key and little else, so this walk
+// does no division or type dispatch per row, and prefetches the head's rows
+// one block ahead: they are short slices a whole row apart, a pattern the
+// hardware prefetchers follow poorly.
+template <class VF>
+void load_rows(const AttentionCall& c, const uint8_t* base, const AttentionSeq& seq, int64_t pos, int n, int kv_head,
+               float* dst, int64_t hdp) {
+  const KvLayout& l = c.layout;
+  const int hd = c.shape.head_dim;
+  const int64_t first = static_cast<int64_t>(kv_head) * hd;  // element index within a row
+  int64_t block = pos / l.block_size, slot = pos % l.block_size;
+  // Where the head sits in a row, for the prefetches (a hint: proportional).
+  const int64_t head_bytes = hd * static_cast<int64_t>(l.row_bytes) / l.kv_dim;
+  const int64_t first_byte = first * static_cast<int64_t>(l.row_bytes) / l.kv_dim;
+  const int64_t n_blocks = (seq.pos0 + seq.n_q + l.block_size - 1) / l.block_size;
+  auto for_each_row = [&](auto convert) {
+    for (int j = 0; j < n; ++j) {
+      const uint8_t* row = base + (seq.block_table[block] * l.block_size + slot) * static_cast<int64_t>(l.row_bytes);
+      // The same slot and head one block later.
+      if (block + 1 < n_blocks) {
+        const uint8_t* ahead = base + (seq.block_table[block + 1] * l.block_size + slot) * static_cast<int64_t>(l.row_bytes);
+        for (int64_t byte = 0; byte < head_bytes; byte += 64) __builtin_prefetch(ahead + first_byte + byte);
+      }
+      convert(row, dst + j * hdp);
+      if (++slot == l.block_size) {
+        slot = 0;
+        ++block;
+      }
+    }
+  };
+  switch (l.type) {
+    case gguf::TensorType::Q8_0:
+      for_each_row([&](const uint8_t* row, float* out) { q8_0_head<VF>(row, first, hd, out, hdp); });
+      break;
+    case gguf::TensorType::F32:
+      for_each_row([&](const uint8_t* row, float* out) { float_head<VF, float>(row, first, hd, out, hdp); });
+      break;
+    default:  // F16 (attention.cpp checks the type)
+      for_each_row([&](const uint8_t* row, float* out) { float_head<VF, uint16_t>(row, first, hd, out, hdp); });
   }
 }
 
@@ -142,10 +176,8 @@ void item(const AttentionCall& c, const AttentionItem& it, float* scratch) {
   const int64_t kv_end = pos0 + t1;
   for (int64_t j0 = 0; j0 < kv_end; j0 += N) {
     const int nk = kv_end - j0 >= N ? N : static_cast<int>(kv_end - j0);
-    for (int j = 0; j < nk; ++j) {
-      load_row<VF>(c, c.k, seq, j0 + j, kv_head, kb + j * hdp, hdp);
-      load_row<VF>(c, c.v, seq, j0 + j, kv_head, vb + j * hdp, hdp);
-    }
+    load_rows<VF>(c, c.k, seq, j0, nk, kv_head, kb, hdp);
+    load_rows<VF>(c, c.v, seq, j0, nk, kv_head, vb, hdp);
     if (nk < N) std::memset(kb + nk * hdp, 0, sizeof(float) * (N - nk) * hdp);
     for (int64_t d = 0; d < hdp; d += N) VF::transpose(kb + d, hdp, kt + d * N, N);
     // Rows before `first` (tokens earlier than j0) see no key of this block.

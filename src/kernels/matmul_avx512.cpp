@@ -5,9 +5,9 @@
 // row sums at once. The integer sums become floats once per block:
 //   acc += (S * d_x) * sum(code * q_x) - M * d_x * sum(q_x).
 // Q8_0 and Q4_0, whose offset M is a fixed multiple of S, subtract it in the
-// integers instead (Q8Act::neg128_sum starts a dot-product chain): two fewer
-// float operations per block, which decode at batch 1 notices because its
-// arithmetic has to hide behind the memory stream.
+// integers instead (Q8Act::neg128_sum starts a dot-product chain): three
+// fewer float operations per block and token. Decode's arithmetic has to
+// hide behind the memory stream, and prefill's is the bottleneck.
 // A block's codes are unpacked once and reused for up to 8 tokens, which is
 // what makes prefill and batched decode compute-bound instead of memory-bound.
 // Float: one FMA per column updates 16 rows of a token.

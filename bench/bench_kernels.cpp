@@ -309,19 +309,10 @@ void BM_Softmax(benchmark::State& s) {
     kernels::softmax(o, n);
   });
 }
-void BM_Rope(benchmark::State& s) {
-  op_bench(s, [](const float* a, const float*, int64_t n, float* o) {
-    static std::vector<int32_t> pos(4096);
-    for (size_t i = 0; i < pos.size(); ++i) pos[i] = static_cast<int32_t>(i);
-    std::memcpy(o, a, n * sizeof(float));
-    kernels::rope(o, n / 2048, 2048, 32, pos.data(), {64, 64, 10000.0f, 1.0f, kernels::RopeMode::normal});
-  });
-}
 BENCHMARK(BM_RmsNorm)->Arg(2048)->Arg(2048 * 512);
 BENCHMARK(BM_SiluMul)->Arg(5632)->Arg(5632 * 512);
 BENCHMARK(BM_Add)->Arg(2048)->Arg(2048 * 512);
 BENCHMARK(BM_Softmax)->Arg(32000);
-BENCHMARK(BM_Rope)->Arg(2048)->Arg(2048 * 512);
 
 }  // namespace
 }  // namespace llmserve::bench

@@ -8,7 +8,6 @@
 #include <random>
 #include <vector>
 
-#include "core/error.h"
 #include "kernel_test_util.h"
 #include "kernels/ops.h"
 
@@ -90,52 +89,6 @@ TEST_P(OpsTest, Add) {
 
 INSTANTIATE_TEST_SUITE_P(Isas, OpsTest, ::testing::ValuesIn(llmserve::testing::runnable_isas()),
                          [](const auto& info) { return std::string(isa_name(info.param)); });
-
-// RoPE has one implementation (angles shared by all heads); the reference
-// does the rotation in double as well.
-TEST(Rope, MatchesReferenceBothModes) {
-  std::mt19937 rng(5);
-  const int n_heads = 3, head_dim = 16;
-  const int64_t n_tokens = 5, stride = n_heads * head_dim + 7;  // padded rows
-  std::vector<int32_t> pos = {0, 1, 17, 1000, 40000};
-  for (RopeMode mode : {RopeMode::normal, RopeMode::neox})
-    for (int n_rot : {16, 8}) {
-      const RopeParams p{head_dim, n_rot, 10000.0f, 0.5f, mode};
-      const auto x = random_floats(rng, n_tokens * stride);
-      auto got = x, want = x;
-      rope(got.data(), n_tokens, stride, n_heads, pos.data(), p);
-      reference::rope(want.data(), n_tokens, stride, n_heads, pos.data(), p);
-      expect_close(got, want, 1e-5, 1e-6);
-      for (int64_t t = 0; t < n_tokens; ++t)
-        for (int h = 0; h < n_heads; ++h)
-          for (int d = n_rot; d < head_dim; ++d) EXPECT_EQ(got[t * stride + h * head_dim + d], x[t * stride + h * head_dim + d]);
-      EXPECT_EQ(got[0], x[0]);  // position 0 is the identity
-    }
-}
-
-TEST(Rope, PairOrdering) {
-  // One head of 4 dims at an angle of pi/2 for pair 0: normal rotates (x0, x1),
-  // neox rotates (x0, x2).
-  const RopeParams normal{4, 4, 1.0f, static_cast<float>(M_PI / 2), RopeMode::normal};
-  const int32_t pos = 1;
-  std::vector<float> x = {1, 2, 3, 4};
-  rope(x.data(), 1, 4, 1, &pos, normal);
-  EXPECT_NEAR(x[0], -2, 1e-6);
-  EXPECT_NEAR(x[1], 1, 1e-6);
-  RopeParams neox = normal;
-  neox.mode = RopeMode::neox;
-  x = {1, 2, 3, 4};
-  rope(x.data(), 1, 4, 1, &pos, neox);
-  EXPECT_NEAR(x[0], -3, 1e-6);
-  EXPECT_NEAR(x[2], 1, 1e-6);
-}
-
-TEST(Rope, RejectsBadRotation) {
-  std::vector<float> x(8);
-  const int32_t pos = 0;
-  EXPECT_THROW(rope(x.data(), 1, 8, 1, &pos, {8, 7, 10000.0f, 1.0f, RopeMode::normal}), Error);
-  EXPECT_THROW(rope(x.data(), 1, 8, 1, &pos, {8, 10, 10000.0f, 1.0f, RopeMode::normal}), Error);
-}
 
 }  // namespace
 }  // namespace llmserve::kernels

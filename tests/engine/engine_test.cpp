@@ -108,6 +108,15 @@ void expect_batched_equals_alone(EngineConfig config, int n_new) {
   EXPECT_EQ(m.waiting, 0);
 }
 
+// The settings the tests share; they vary only the model and the KV pool size.
+EngineConfig test_config(const std::string& model_path, int kv_blocks) {
+  EngineConfig c;
+  c.model_path = model_path;
+  c.threads = 2;
+  c.kv_blocks = kv_blocks;
+  return c;
+}
+
 std::string synthetic_tiny() {
   static const std::string path = [] {
     model::SyntheticSpec spec;
@@ -126,29 +135,19 @@ std::string synthetic_tiny() {
 
 TEST(Engine, SixteenPromptsBatchedEqualAloneStories260K) {
   REQUIRE_MODEL(path, "stories260K.gguf");
-  EngineConfig c;
-  c.model_path = path;
-  c.threads = 2;
-  c.kv_blocks = 512;
-  expect_batched_equals_alone(c, 40);
+  expect_batched_equals_alone(test_config(path, 512), 40);
 }
 
 TEST(Engine, SixteenPromptsBatchedEqualAloneSynthetic) {
-  EngineConfig c;
-  c.model_path = synthetic_tiny();
-  c.threads = 2;
-  c.kv_blocks = 256;
-  expect_batched_equals_alone(c, 24);
+  expect_batched_equals_alone(test_config(synthetic_tiny(), 256), 24);
 }
 
 TEST(Engine, ChunkedPrefillAndPreemptionKeepOutputs) {
   REQUIRE_MODEL(path, "stories260K.gguf");
-  EngineConfig c;
-  c.model_path = path;
-  c.threads = 2;
+  // 16 prompts of ~60 tokens cannot all hold KV in 12 blocks at once: preemption.
+  EngineConfig c = test_config(path, 12);
   c.max_batch_tokens = 16;  // prompts are split into chunks; few sequences per step
   c.max_seqs = 8;
-  c.kv_blocks = 12;         // 16 prompts of ~60 tokens cannot all hold KV at once: preemption
   c.block_size = 8;
   Engine engine(c);
   const auto prompts = sixteen_prompts(engine.tokenizer());
@@ -164,11 +163,7 @@ TEST(Engine, ChunkedPrefillAndPreemptionKeepOutputs) {
 
 TEST(Engine, PrefixCacheHitsKeepOutputs) {
   REQUIRE_MODEL(path, "stories260K.gguf");
-  EngineConfig c;
-  c.model_path = path;
-  c.threads = 2;
-  c.kv_blocks = 256;
-  Engine engine(c);
+  Engine engine(test_config(path, 256));
   // A long shared opening, then different endings; run twice so the second round hits the cache.
   const auto shared = engine.tokenizer().encode(
       "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. One day,", true);
@@ -192,11 +187,7 @@ TEST(Engine, PrefixCacheHitsKeepOutputs) {
 
 TEST(Engine, OversizedPromptFailsAloneOthersFinish) {
   REQUIRE_MODEL(path, "stories260K.gguf");
-  EngineConfig c;
-  c.model_path = path;
-  c.threads = 2;
-  c.kv_blocks = 8;  // 128 positions in the whole pool
-  Engine engine(c);
+  Engine engine(test_config(path, 8));  // 8 blocks: 128 positions in the whole pool
   std::vector<RequestParams> requests{greedy(std::vector<int32_t>(300, 1), 4), greedy({1, 403, 407}, 8)};
   const auto results = run_all(engine, requests);
   EXPECT_EQ(results[0].reason, FinishReason::Error);
@@ -207,11 +198,8 @@ TEST(Engine, OversizedPromptFailsAloneOthersFinish) {
 
 TEST(Engine, CancelFreesBlocks) {
   REQUIRE_MODEL(path, "stories260K.gguf");
-  EngineConfig c;
-  c.model_path = path;
-  c.threads = 2;
-  c.kv_blocks = 256;  // room for the whole context: a request without a token limit fits
-  Engine engine(c);
+  // 256 blocks: room for the whole context, so a request without a token limit fits.
+  Engine engine(test_config(path, 256));
   std::mutex mu;
   std::condition_variable cv;
   bool finished = false;

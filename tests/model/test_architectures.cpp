@@ -37,13 +37,22 @@ std::vector<uint8_t> random_f32_bytes(size_t n, uint32_t seed) {
   return bytes;
 }
 
+// A synthetic llama model of `shape` with f32 matrices, at temp_path(name):
+// the base the tests below rewrite into the variant they need. The caller
+// removes it.
+std::string write_f32_model(const model::Shape& shape, const std::string& name) {
+  model::SyntheticSpec spec;
+  spec.shape = shape;
+  spec.type = gguf::TensorType::F32;
+  const std::string path = temp_path(name);
+  model::write_synthetic_model(spec, path);
+  return path;
+}
+
 // A qwen2 model: the synthetic llama weights with qwen2 keys, plus Q/K/V biases.
 std::string write_qwen2(bool with_biases) {
-  model::SyntheticSpec spec;
-  spec.shape = *model::find_shape("tiny");
-  spec.type = gguf::TensorType::F32;
-  const std::string llama = temp_path("llama.gguf");
-  model::write_synthetic_model(spec, llama);
+  const model::Shape shape = *model::find_shape("tiny");
+  const std::string llama = write_f32_model(shape, "llama.gguf");
   const gguf::File f = gguf::File::open(llama);
   gguf::Writer w;
   for (const auto& [k, v] : f.metadata()) {
@@ -52,8 +61,8 @@ std::string write_qwen2(bool with_biases) {
     else w.set(k, v);
   }
   for (const auto& t : f.tensors()) w.add_tensor(t.name, t.dims, t.type, std::vector<uint8_t>(t.data, t.data + t.n_bytes));
-  const uint64_t q_dim = spec.shape.dim, kv_dim = spec.shape.kv_dim();
-  for (int l = 0; with_biases && l < spec.shape.n_layer; ++l) {
+  const uint64_t q_dim = shape.dim, kv_dim = shape.kv_dim();
+  for (int l = 0; with_biases && l < shape.n_layer; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     w.add_tensor(p + "attn_q.bias", {q_dim}, gguf::TensorType::F32, random_f32_bytes(q_dim, 10 + l));
     w.add_tensor(p + "attn_k.bias", {kv_dim}, gguf::TensorType::F32, random_f32_bytes(kv_dim, 20 + l));
@@ -188,11 +197,7 @@ std::vector<uint8_t> random_blocks(gguf::TensorType type, size_t n_blocks, uint3
 class BlockTypeModel : public ::testing::TestWithParam<gguf::TensorType> {};
 
 TEST_P(BlockTypeModel, FastMatchesReference) {
-  model::SyntheticSpec spec;
-  spec.shape = *model::find_shape("tiny");
-  spec.type = gguf::TensorType::F32;
-  const std::string base = temp_path("base.gguf");
-  model::write_synthetic_model(spec, base);
+  const std::string base = write_f32_model(*model::find_shape("tiny"), "base.gguf");
   const gguf::File f = gguf::File::open(base);
   gguf::Writer w;
   for (const auto& [k, v] : f.metadata()) w.set(k, v);

@@ -1,9 +1,11 @@
 #include "model/kv_cache.h"
 
 #include <cstring>
+#include <string>
 
 #include "core/error.h"
 #include "gguf/quant.h"
+#include "kernels/large_alloc.h"
 
 namespace llmserve::model {
 
@@ -37,8 +39,13 @@ KvCache::KvCache(const HParams& hp, int n_blocks, int block_size, gguf::TensorTy
   layout_ = kernels::KvLayout{type, block_size, hp.kv_dim(), gguf::row_bytes(type, hp.kv_dim())};
   plane_bytes_ = static_cast<size_t>(n_blocks) * block_size * layout_.row_bytes;
   bytes_ = plane_bytes_ * 2 * n_layer_;
-  // Zeroed so a block read before it is written holds finite values.
-  data_.reset(new uint8_t[bytes_]());
+  // Huge pages where the OS gives them: attention reads a head's rows
+  // scattered over every layer's plane, and with 4 KiB pages nearly every
+  // row was a TLB miss. Zeroed so a block read before it is written holds
+  // finite values (and the pool's memory is resident from the start).
+  data_.reset(static_cast<uint8_t*>(kernels::allocate_large(bytes_)));
+  if (!data_) throw Error("cannot allocate the KV cache: " + std::to_string(bytes_) + " bytes");
+  std::memset(data_.get(), 0, bytes_);
 }
 
 void KvCache::store(int layer, const float* k_rows, const float* v_rows, const int32_t* slots, int n) {

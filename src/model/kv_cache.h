@@ -5,6 +5,7 @@
 // stores rows and copies blocks.
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 
 #include "gguf/types.h"
@@ -44,7 +45,10 @@ class KvCache {
   int n_layer_, n_blocks_;
   size_t plane_bytes_;  // one layer's K (or V): n_blocks * block_size * row_bytes
   size_t bytes_;
-  std::unique_ptr<uint8_t[]> data_;
+  struct Free {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
+  std::unique_ptr<uint8_t, Free> data_;
 };
 
 }  // namespace llmserve::model

@@ -107,10 +107,10 @@ void load_rows(const AttentionCall& c, const uint8_t* base, const AttentionSeq& 
   }
 }
 
-// S[i..i+8) = Qs[i..i+8) . KT  (one vector of N scores per row).
-template <class VF>
+// S[i..i+R) = Qs[i..i+R) . KT  (one vector of N scores per row).
+template <class VF, int R>
 void qk_tile(const float* qs, int64_t hdp, const float* kt, int head_dim, float* s) {
-  constexpr int R = Layout<VF>::kQkRows, N = VF::N;
+  constexpr int N = VF::N;
   VF acc[R];
   for (auto& v : acc) v = VF::zero();
   for (int d = 0; d < head_dim; ++d) {
@@ -120,10 +120,10 @@ void qk_tile(const float* qs, int64_t hdp, const float* kt, int head_dim, float*
   for (int r = 0; r < R; ++r) acc[r].store(s + r * N);
 }
 
-// O[i..i+4)[c0 .. c0 + C N) += P[i..i+4)[0..nk) . Vb[0..nk)[same columns].
-template <class VF, int C>
+// O[i..i+R)[c0 .. c0 + C N) += P[i..i+R)[0..nk) . Vb[0..nk)[same columns].
+template <class VF, int R, int C>
 void pv_tile(float* o, int64_t hdp, const float* p, const float* vb, int nk) {
-  constexpr int R = Layout<VF>::kPvRows, N = VF::N;
+  constexpr int N = VF::N;
   VF acc[R][C];
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < C; ++c) acc[r][c] = VF::load(o + r * hdp + c * N);
@@ -139,6 +139,15 @@ void pv_tile(float* o, int64_t hdp, const float* p, const float* vb, int nk) {
     for (int c = 0; c < C; ++c) acc[r][c].store(o + r * hdp + c * N);
 }
 
+// pv_tile over all hdp columns of R rows: wide tiles, then single vectors.
+template <class VF, int R>
+void pv_rows_tile(float* o, int64_t hdp, const float* p, const float* vb, int nk) {
+  constexpr int N = VF::N, C = Layout<VF>::kPvCols;
+  int64_t c0 = 0;
+  for (; c0 + C * N <= hdp; c0 += C * N) pv_tile<VF, R, C>(o + c0, hdp, p, vb + c0, nk);
+  for (; c0 < hdp; c0 += N) pv_tile<VF, R, 1>(o + c0, hdp, p, vb + c0, nk);
+}
+
 template <class VF>
 void item(const AttentionCall& c, const AttentionItem& it, float* scratch) {
   constexpr int N = VF::N;
@@ -151,7 +160,11 @@ void item(const AttentionCall& c, const AttentionItem& it, float* scratch) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   const int group = c.shape.n_head / c.shape.n_head_kv;
   const int64_t rows = group * (t1 - t0);
-  const int64_t padded = (rows + 7) / 8 * 8;
+  // Rows go in tiles of 8 (QK^T) and 4 (PV); a lone row, decode without
+  // GQA, gets tiles of one instead of computing 7 rows of padding.
+  const bool lone = rows == 1;
+  const int qk_rows = lone ? 1 : L::kQkRows, pv_rows = lone ? 1 : L::kPvRows;
+  const int64_t padded = lone ? 1 : (rows + 7) / 8 * 8;
   const int64_t hdp = (head_dim + N - 1) / N * N;
   float* qs = scratch;             // [padded][hdp] queries, pre-scaled
   float* o = qs + padded * hdp;    // [padded][hdp] unnormalized output
@@ -183,8 +196,11 @@ void item(const AttentionCall& c, const AttentionItem& it, float* scratch) {
     // Rows before `first` (tokens earlier than j0) see no key of this block.
     const int64_t first_token = j0 - pos0 - t0;
     const int64_t first = first_token > 0 ? first_token * group : 0;
-    const int64_t tile0 = first / 8 * 8;
-    for (int64_t i = tile0; i < padded; i += L::kQkRows) qk_tile<VF>(qs + i * hdp, hdp, kt, head_dim, s + i * N);
+    const int64_t tile0 = first / qk_rows * qk_rows;
+    for (int64_t i = tile0; i < padded; i += qk_rows) {
+      if (lone) qk_tile<VF, 1>(qs + i * hdp, hdp, kt, head_dim, s + i * N);
+      else qk_tile<VF, L::kQkRows>(qs + i * hdp, hdp, kt, head_dim, s + i * N);
+    }
     for (int64_t i = tile0; i < padded; ++i) {
       float* si = s + i * N;
       if (i < first || i >= rows) {
@@ -207,12 +223,10 @@ void item(const AttentionCall& c, const AttentionItem& it, float* scratch) {
       }
       l[i] += p.reduce_add();
     }
-    const int64_t pv0 = first / L::kPvRows * L::kPvRows;
-    for (int64_t i = pv0; i < padded; i += L::kPvRows) {
-      int64_t c0 = 0;
-      for (; c0 + L::kPvCols * N <= hdp; c0 += L::kPvCols * N)
-        pv_tile<VF, L::kPvCols>(o + i * hdp + c0, hdp, s + i * N, vb + c0, nk);
-      for (; c0 < hdp; c0 += N) pv_tile<VF, 1>(o + i * hdp + c0, hdp, s + i * N, vb + c0, nk);
+    const int64_t pv0 = first / pv_rows * pv_rows;
+    for (int64_t i = pv0; i < padded; i += pv_rows) {
+      if (lone) pv_rows_tile<VF, 1>(o + i * hdp, hdp, s + i * N, vb, nk);
+      else pv_rows_tile<VF, L::kPvRows>(o + i * hdp, hdp, s + i * N, vb, nk);
     }
   }
 

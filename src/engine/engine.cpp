@@ -73,7 +73,7 @@ Engine::Engine(EngineConfig config)
       tokenizer_(tok::Tokenizer::from_gguf(model_->file())),
       max_context_(config_.max_context > 0 ? std::min(config_.max_context, model_->hparams().n_ctx_train)
                                            : model_->hparams().n_ctx_train),
-      kv_(model_->hparams(), pool_blocks(config_, model_->hparams()), config_.block_size, config_.kv_type),
+      kv_(model_->hparams(), pool_blocks(config_, model_->hparams()), config_.block_size, config_.kv_type, &pool_),
       runner_(*model_, kv_, pool_, config_.max_batch_tokens),
       scheduler_(SchedulerConfig{kv_.n_blocks(), config_.block_size, config_.max_batch_tokens, config_.max_seqs,
                                  max_context_, true, tokenizer_->end_of_generation_tokens()}) {

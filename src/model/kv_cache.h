@@ -12,12 +12,17 @@
 #include "kernels/attention.h"
 #include "model/hparams.h"
 
+namespace llmserve {
+class ThreadPool;
+}
+
 namespace llmserve::model {
 
 class KvCache {
  public:
-  // type: F32, F16 or Q8_0 (Q8_0 needs kv_dim % 32 == 0). Throws Error.
-  KvCache(const HParams& hp, int n_blocks, int block_size, gguf::TensorType type);
+  // type: F32, F16 or Q8_0 (Q8_0 needs kv_dim % 32 == 0). The pool is
+  // zeroed on `pool`'s threads if given. Throws Error.
+  KvCache(const HParams& hp, int n_blocks, int block_size, gguf::TensorType type, ThreadPool* pool = nullptr);
 
   // Blocks that fit in `bytes` of memory.
   static int blocks_for_bytes(const HParams& hp, size_t bytes, int block_size, gguf::TensorType type);

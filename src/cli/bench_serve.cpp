@@ -209,11 +209,16 @@ Stats stats(std::vector<double> v) {
   return s;
 }
 
-std::string discover_model(const server::Url& url, const BenchOptions& o) {
+// GET url + path on a connection of its own, with the API key if any.
+server::HttpResult get(const server::Url& url, const BenchOptions& o, const std::string& path) {
   server::HttpClient c(url.host, url.port, std::chrono::seconds(30));
   server::Headers h;
   if (!o.api_key.empty()) h.emplace_back("Authorization", "Bearer " + o.api_key);
-  const auto r = c.request("GET", url.base_path + "/v1/models", "", h);
+  return c.request("GET", url.base_path + path, "", h);
+}
+
+std::string discover_model(const server::Url& url, const BenchOptions& o) {
+  const auto r = get(url, o, "/v1/models");
   if (r.status != 200) throw Error("GET /v1/models: " + (r.status ? "HTTP " + std::to_string(r.status) + " " + r.body : r.error));
   const Json j = Json::parse(r.body, nullptr, false);
   if (j.is_discarded() || !j.contains("data") || j["data"].empty()) throw Error("GET /v1/models: no model listed");
@@ -227,10 +232,7 @@ struct ServerLatency {
 };
 
 ServerLatency scrape_server_latency(const server::Url& url, const BenchOptions& o) {
-  server::HttpClient c(url.host, url.port, std::chrono::seconds(30));
-  server::Headers h;
-  if (!o.api_key.empty()) h.emplace_back("Authorization", "Bearer " + o.api_key);
-  const auto r = c.request("GET", url.base_path + "/metrics", "", h);
+  const auto r = get(url, o, "/metrics");
   ServerLatency s;
   if (r.status != 200) return s;
   const std::pair<std::string_view, double*> wanted[] = {

@@ -60,11 +60,9 @@ int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> histor
   const auto better = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
   candidates_.clear();
   for (size_t i = 0; i < logits.size(); ++i) candidates_.emplace_back(logits[i] / p_.temperature, static_cast<int32_t>(i));
-  size_t n = candidates_.size();
-  if (p_.top_k > 0 && static_cast<size_t>(p_.top_k) < n) {
-    n = static_cast<size_t>(p_.top_k);
-    std::nth_element(candidates_.begin(), candidates_.begin() + static_cast<long>(n - 1), candidates_.end(), better);
-    candidates_.resize(n);
+  if (p_.top_k > 0 && static_cast<size_t>(p_.top_k) < candidates_.size()) {
+    std::nth_element(candidates_.begin(), candidates_.begin() + (p_.top_k - 1), candidates_.end(), better);
+    candidates_.resize(static_cast<size_t>(p_.top_k));
   }
   float max_logit = -INFINITY;
   for (const auto& c : candidates_) max_logit = std::max(max_logit, c.first);

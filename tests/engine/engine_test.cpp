@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <condition_variable>
-#include <filesystem>
 #include <map>
 #include <mutex>
 
@@ -123,8 +122,7 @@ std::string synthetic_tiny() {
     spec.shape = *model::find_shape("tiny");
     spec.type = gguf::TensorType::Q8_0;
     spec.seed = 11;
-    const std::string p = (std::filesystem::temp_directory_path() /
-                           ("llmserve-engine-test-" + std::to_string(getpid()) + ".gguf")).string();
+    const std::string p = llmserve::testing::temp_path("engine-test.gguf");
     model::write_synthetic_model(spec, p);
     return p;
   }();

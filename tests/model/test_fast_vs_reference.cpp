@@ -77,10 +77,7 @@ TEST_P(SyntheticModel, FastMatchesReference) {
   spec.shape = *model::find_shape("tiny");
   spec.type = GetParam();
   spec.seed = 3;
-  const std::string path = (std::filesystem::temp_directory_path() /
-                            ("llmserve-synthetic-" + std::to_string(getpid()) + "-" +
-                             std::string(gguf::type_info(spec.type)->name) + ".gguf"))
-                               .string();
+  const std::string path = llmserve::testing::temp_path("synthetic-" + std::string(gguf::type_info(spec.type)->name) + ".gguf");
   model::write_synthetic_model(spec, path);
   const auto m = model::Model::load(path);
   expect_fast_matches_reference(*m, 12, 6);

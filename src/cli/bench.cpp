@@ -31,10 +31,12 @@ bool is_float_type(gguf::TensorType t) {
   return t == gguf::TensorType::F32 || t == gguf::TensorType::F16 || t == gguf::TensorType::BF16;
 }
 
-// Matmul FLOPs of a prompt of p tokens plus causal attention's QK^T and PV.
-double prefill_flops(const model::Model& m, uint64_t matmul_params, int p) {
+// Matmul FLOPs of a prompt of p tokens after d tokens of context, plus
+// causal attention's QK^T and PV (token i sees d + i + 1 keys).
+double prefill_flops(const model::Model& m, uint64_t matmul_params, int d, int p) {
   const model::HParams& hp = m.hparams();
-  const double attention = 4.0 * hp.q_dim() * (double(p) * (p + 1) / 2) * hp.n_layer;
+  const double keys = double(p) * d + double(p) * (p + 1) / 2;
+  const double attention = 4.0 * hp.q_dim() * keys * hp.n_layer;
   return 2.0 * double(matmul_params) * p + attention;
 }
 
@@ -48,7 +50,8 @@ double median(std::vector<double> v) {
 }
 
 void run_single_bench(const BenchOptions& o) {
-  if (o.prompt_tokens < 1 || o.gen_tokens < 1 || o.reps < 1) throw Error("-p, -n and --reps must be >= 1");
+  if (o.prompt_tokens < 1 || o.gen_tokens < 1 || o.reps < 1 || o.depth < 0)
+    throw Error("-p, -n and --reps must be >= 1, -d >= 0");
   const auto kv_type = gguf::type_info_by_name(o.kv_type);
   if (!kv_type) throw Error("unknown --kv-type '" + o.kv_type + "'");
   const int threads = o.threads > 0 ? o.threads : default_thread_count();
@@ -64,13 +67,22 @@ void run_single_bench(const BenchOptions& o) {
   const double peak = is_float_type(wtype) ? c.peak_f32_gflops : c.peak_int8_gops;
 
   std::mt19937 rng(1);
-  std::vector<int32_t> prompt(o.prompt_tokens);
-  for (auto& t : prompt) t = static_cast<int32_t>(rng() % model->hparams().n_vocab);
-  const int n_ctx = o.prompt_tokens + o.gen_tokens;
+  std::vector<int32_t> context(o.depth), prompt(o.prompt_tokens);
+  for (auto* v : {&context, &prompt})
+    for (auto& t : *v) t = static_cast<int32_t>(rng() % model->hparams().n_vocab);
+  const int n_ctx = o.depth + std::max(o.prompt_tokens, o.gen_tokens);
   if (n_ctx > model->hparams().n_ctx_train)
-    throw Error("-p + -n = " + std::to_string(n_ctx) + " exceeds the model's context of " +
+    throw Error("-d + max(-p, -n) = " + std::to_string(n_ctx) + " exceeds the model's context of " +
                 std::to_string(model->hparams().n_ctx_train));
   model::SequenceRunner runner(*model, pool, n_ctx, kv_type->type, o.prompt_tokens);
+  // pp and tg each start from a context of `depth` tokens (llama-bench's
+  // convention: tg128 alone decodes from an empty cache; -d 512 measures
+  // decode whose attention reads 512+ tokens of KV, which roofline_frac's
+  // weight bytes do not count).
+  auto fill_context = [&] {
+    runner.reset();
+    if (o.depth > 0) runner.eval(context);
+  };
 
   // Each repetition measures bandwidth, prefill and decode back to back, so
   // the fractions compare numbers taken under the same machine conditions.
@@ -79,14 +91,16 @@ void run_single_bench(const BenchOptions& o) {
     std::printf("%-4s %12s %12s %12s %10s\n", "rep", "read GB/s", "pp tok/s", "tg tok/s", "roofline");
   for (int r = 0; r < o.reps; ++r) {
     bw.push_back(kernels::measure_read_bandwidth(pool, kBandwidthBytes, 1));
-    runner.reset();
+    fill_context();
     auto t0 = Clock::now();
-    auto logits = runner.eval(prompt);
+    runner.eval(prompt);
     pp.push_back(o.prompt_tokens / seconds_since(t0));
+    fill_context();
+    int32_t next = prompt[0];
     t0 = Clock::now();
     for (int i = 0; i < o.gen_tokens; ++i) {
-      const int32_t next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-      logits = runner.eval({&next, 1});
+      const auto logits = runner.eval({&next, 1});
+      next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
     }
     tg.push_back(o.gen_tokens / seconds_since(t0));
     if (!o.json)
@@ -96,25 +110,26 @@ void run_single_bench(const BenchOptions& o) {
 
   const double bw_med = median(bw), pp_med = median(pp), tg_med = median(tg);
   const double roofline = tg_med * fp.bytes / (bw_med * 1e9);
-  const double pp_gflops = prefill_flops(*model, fp.params, o.prompt_tokens) * pp_med / o.prompt_tokens / 1e9;
+  const double pp_gflops = prefill_flops(*model, fp.params, o.depth, o.prompt_tokens) * pp_med / o.prompt_tokens / 1e9;
   if (o.json) {
     std::printf(
-        "{\"model\":\"%s\",\"type\":\"%s\",\"threads\":%d,\"pp\":%d,\"tg\":%d,\"reps\":%d,"
+        "{\"model\":\"%s\",\"type\":\"%s\",\"threads\":%d,\"pp\":%d,\"tg\":%d,\"depth\":%d,\"reps\":%d,"
         "\"pp_tps\":%.2f,\"pp_tps_min\":%.2f,\"tg_tps\":%.3f,\"tg_tps_min\":%.3f,\"bytes_per_token\":%llu,"
         "\"read_bw_gbs\":%.3f,\"roofline_frac\":%.4f,\"pp_gflops\":%.2f,\"peak_int8_gops\":%.1f,"
         "\"peak_f32_gflops\":%.1f,\"pp_compute_frac\":%.4f}\n",
-        model->file().path().c_str(), type_name.c_str(), threads, o.prompt_tokens, o.gen_tokens, o.reps, pp_med,
-        *std::min_element(pp.begin(), pp.end()), tg_med, *std::min_element(tg.begin(), tg.end()),
+        model->file().path().c_str(), type_name.c_str(), threads, o.prompt_tokens, o.gen_tokens, o.depth, o.reps,
+        pp_med, *std::min_element(pp.begin(), pp.end()), tg_med, *std::min_element(tg.begin(), tg.end()),
         static_cast<unsigned long long>(fp.bytes), bw_med, roofline, pp_gflops, c.peak_int8_gops, c.peak_f32_gflops,
         pp_gflops / peak);
     return;
   }
+  const std::string at = o.depth > 0 ? " @ d" + std::to_string(o.depth) : "";
   std::printf("\nmodel %s (%s weights), %d threads, median of %d\n", model->file().path().c_str(), type_name.c_str(),
               threads, o.reps);
-  std::printf("  prefill pp%-5d %10.1f tokens/s (min %.1f)  %8.1f GFLOP/s = %.3f of peak %s %.1f\n",
-              o.prompt_tokens, pp_med, *std::min_element(pp.begin(), pp.end()), pp_gflops, pp_gflops / peak,
+  std::printf("  prefill pp%-5d%s %10.1f tokens/s (min %.1f)  %8.1f GFLOP/s = %.3f of peak %s %.1f\n",
+              o.prompt_tokens, at.c_str(), pp_med, *std::min_element(pp.begin(), pp.end()), pp_gflops, pp_gflops / peak,
               is_float_type(wtype) ? "f32" : "int8", peak);
-  std::printf("  decode  tg%-5d %10.2f tokens/s (min %.2f)\n", o.gen_tokens, tg_med,
+  std::printf("  decode  tg%-5d%s %10.2f tokens/s (min %.2f)\n", o.gen_tokens, at.c_str(), tg_med,
               *std::min_element(tg.begin(), tg.end()));
   std::printf("  weight bytes per token %.1f MB, read bandwidth %.2f GB/s -> decode roofline %.2f tokens/s\n",
               fp.bytes / 1e6, bw_med, bw_med * 1e9 / fp.bytes);
@@ -127,6 +142,8 @@ void add_bench(CLI::App& app) {
   cmd->add_option("-m,--model", o->model, "GGUF model file (default: the built-in random-weight model)");
   cmd->add_option("-p,--prompt-tokens", o->prompt_tokens, "Prompt length for prefill")->capture_default_str();
   cmd->add_option("-n,--gen-tokens", o->gen_tokens, "Tokens to decode")->capture_default_str();
+  cmd->add_option("-d,--depth", o->depth, "Tokens already in the context when prefill and decode start")
+      ->capture_default_str();
   cmd->add_option("-t,--threads", o->threads, "Threads (default: physical cores)");
   cmd->add_option("--reps", o->reps, "Repetitions (min and median reported)")->capture_default_str();
   cmd->add_option("--kv-type", o->kv_type, "KV cache type: f16, f32 or q8_0")->capture_default_str();

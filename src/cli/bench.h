@@ -9,6 +9,7 @@ struct BenchOptions {
   std::string model;
   int prompt_tokens = 512;    // -p
   int gen_tokens = 128;       // -n
+  int depth = 0;              // -d: tokens already in the context when pp and tg start
   int threads = 0;            // -t; 0: physical cores
   int reps = 3;
   bool json = false;

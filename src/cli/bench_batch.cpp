@@ -58,6 +58,7 @@ void run_batch_bench(const BenchOptions& o) {
   std::vector<int> batches = o.batches;
   std::sort(batches.begin(), batches.end());
   if (batches.front() < 1) throw Error("--batch sizes must be >= 1");
+  if (o.depth != 0) throw Error("-d applies to the single-sequence bench, not to --batch");
   const int max_batch = batches.back();
 
   engine::EngineConfig config;

@@ -123,3 +123,20 @@ TEST(Cli, UnknownShapeIsAClearError) {
   EXPECT_EQ(r.exit_code, 1) << r.out;
   EXPECT_NE(r.out.find("unknown shape 'nope'"), std::string::npos) << r.out;
 }
+
+// bench --json carries every field the README documents, and -d is taken
+// into account (a context that does not fit is refused by name).
+TEST(Cli, BenchJsonReportsTheRooflineFields) {
+  const std::string model = temp_path("bench-tiny.gguf");
+  ASSERT_EQ(run("gen-model --shape tiny --type q8_0 -o " + model).exit_code, 0);
+  const Result r = run("bench -m " + model + " -p 8 -n 4 -d 4 --reps 1 -t 2 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  for (const char* field : {"\"pp_tps\":", "\"tg_tps\":", "\"bytes_per_token\":", "\"read_bw_gbs\":",
+                            "\"roofline_frac\":", "\"pp_gflops\":", "\"peak_int8_gops\":", "\"peak_f32_gflops\":",
+                            "\"pp_compute_frac\":", "\"type\":\"q8_0\"", "\"threads\":2", "\"depth\":4"})
+    EXPECT_NE(r.out.find(field), std::string::npos) << field << " missing in " << r.out;
+  const Result too_deep = run("bench -m " + model + " -p 8 -n 4 -d 100000 --reps 1");
+  EXPECT_EQ(too_deep.exit_code, 1) << too_deep.out;
+  EXPECT_NE(too_deep.out.find("exceeds the model's context"), std::string::npos) << too_deep.out;
+  std::filesystem::remove(model);
+}

@@ -11,6 +11,9 @@
 //                             (row, dim) updates N scores;
 //   online softmax per row    running max m and sum l; O rescaled when m grows;
 //   O[M][hd] += P V_blk       V block converted once, 4-row register tiles.
+// A lone query row (decode without GQA) over f32/f16 rows skips the
+// conversions and the transpose: it dots and accumulates straight from the
+// cache rows (lone_scores, lone_pv).
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -63,48 +66,92 @@ inline void float_head(const uint8_t* row, int64_t first, int hd, float* dst, in
   }
 }
 
-// Loads KV head `kv_head` of the cache rows at positions [pos, pos + n) as
-// floats into dst[j * hdp ..]. The rows are found through the sequence's
-// block table. Decode converts a row per key and little else, so this walk
-// does no division or type dispatch per row, and prefetches the head's rows
-// one block ahead: they are short slices a whole row apart, a pattern the
-// hardware prefetchers follow poorly.
-template <class VF>
-void load_rows(const AttentionCall& c, const uint8_t* base, const AttentionSeq& seq, int64_t pos, int n, int kv_head,
-               float* dst, int64_t hdp) {
+// Calls row_fn(j, row) for the cache rows at positions [pos, pos + n)
+// (row: the start of the whole row; KV head `kv_head` sits at element
+// kv_head * head_dim). The rows are found through the sequence's block
+// table. Decode does little per row, so this walk does no division per row,
+// and prefetches the head's rows one block ahead: they are short slices a
+// whole row apart, a pattern the hardware prefetchers follow poorly.
+template <class RowFn>
+void for_each_row(const AttentionCall& c, const uint8_t* base, const AttentionSeq& seq, int64_t pos, int n,
+                  int kv_head, RowFn row_fn) {
   const KvLayout& l = c.layout;
   const int hd = c.shape.head_dim;
-  const int64_t first = static_cast<int64_t>(kv_head) * hd;  // element index within a row
   int64_t block = pos / l.block_size, slot = pos % l.block_size;
   // Where the head sits in a row, for the prefetches (a hint: proportional).
   const int64_t head_bytes = hd * static_cast<int64_t>(l.row_bytes) / l.kv_dim;
-  const int64_t first_byte = first * static_cast<int64_t>(l.row_bytes) / l.kv_dim;
+  const int64_t first_byte = int64_t{kv_head} * head_bytes;
   const int64_t n_blocks = (seq.pos0 + seq.n_q + l.block_size - 1) / l.block_size;
-  auto for_each_row = [&](auto convert) {
-    for (int j = 0; j < n; ++j) {
-      const uint8_t* row = base + (seq.block_table[block] * l.block_size + slot) * static_cast<int64_t>(l.row_bytes);
-      // The same slot and head one block later.
-      if (block + 1 < n_blocks) {
-        const uint8_t* ahead = base + (seq.block_table[block + 1] * l.block_size + slot) * static_cast<int64_t>(l.row_bytes);
-        for (int64_t byte = 0; byte < head_bytes; byte += 64) __builtin_prefetch(ahead + first_byte + byte);
-      }
-      convert(row, dst + j * hdp);
-      if (++slot == l.block_size) {
-        slot = 0;
-        ++block;
-      }
+  for (int j = 0; j < n; ++j) {
+    const uint8_t* row = base + (seq.block_table[block] * l.block_size + slot) * static_cast<int64_t>(l.row_bytes);
+    // The same slot and head one block later.
+    if (block + 1 < n_blocks) {
+      const uint8_t* ahead = base + (seq.block_table[block + 1] * l.block_size + slot) * static_cast<int64_t>(l.row_bytes);
+      for (int64_t byte = 0; byte < head_bytes; byte += 64) __builtin_prefetch(ahead + first_byte + byte);
     }
-  };
-  switch (l.type) {
+    row_fn(j, row);
+    if (++slot == l.block_size) {
+      slot = 0;
+      ++block;
+    }
+  }
+}
+
+// Loads KV head `kv_head` of the cache rows at positions [pos, pos + n) as
+// floats into dst[j * hdp ..], zero-padded to hdp.
+template <class VF>
+void load_rows(const AttentionCall& c, const uint8_t* base, const AttentionSeq& seq, int64_t pos, int n, int kv_head,
+               float* dst, int64_t hdp) {
+  const int hd = c.shape.head_dim;
+  const int64_t first = static_cast<int64_t>(kv_head) * hd;  // element index within a row
+  switch (c.layout.type) {
     case gguf::TensorType::Q8_0:
-      for_each_row([&](const uint8_t* row, float* out) { q8_0_head<VF>(row, first, hd, out, hdp); });
+      for_each_row(c, base, seq, pos, n, kv_head,
+                   [&](int j, const uint8_t* row) { q8_0_head<VF>(row, first, hd, dst + j * hdp, hdp); });
       break;
     case gguf::TensorType::F32:
-      for_each_row([&](const uint8_t* row, float* out) { float_head<VF, float>(row, first, hd, out, hdp); });
+      for_each_row(c, base, seq, pos, n, kv_head,
+                   [&](int j, const uint8_t* row) { float_head<VF, float>(row, first, hd, dst + j * hdp, hdp); });
       break;
     default:  // F16 (attention.cpp checks the type)
-      for_each_row([&](const uint8_t* row, float* out) { float_head<VF, uint16_t>(row, first, hd, out, hdp); });
+      for_each_row(c, base, seq, pos, n, kv_head,
+                   [&](int j, const uint8_t* row) { float_head<VF, uint16_t>(row, first, hd, dst + j * hdp, hdp); });
   }
+}
+
+// A lone query row (decode without GQA) reads each key and value once, so
+// with float rows it dots and accumulates straight from the cache instead
+// of converting a block into f32 rows and transposing it:
+//   s[j] = q . K_j for the block's keys;  o += p_j V_j.
+template <class VF, class T>
+void lone_scores(const AttentionCall& c, const AttentionSeq& seq, int64_t pos, int n, int kv_head, const float* q,
+                 float* s) {
+  const int hd = c.shape.head_dim;
+  const int64_t first = static_cast<int64_t>(kv_head) * hd;
+  for_each_row(c, c.k, seq, pos, n, kv_head, [&](int j, const uint8_t* row) {
+    const T* k = reinterpret_cast<const T*>(row) + first;
+    VF acc = VF::zero();
+    for (int d = 0; d < hd; d += VF::N) {
+      const int lanes = hd - d >= VF::N ? VF::N : hd - d;
+      acc = fma(VF::load(q + d), lanes == VF::N ? VF::load(k + d) : VF::load(k + d, lanes), acc);
+    }
+    s[j] = acc.reduce_add();
+  });
+}
+
+template <class VF, class T>
+void lone_pv(const AttentionCall& c, const AttentionSeq& seq, int64_t pos, int n, int kv_head, const float* p,
+             float* o) {
+  const int hd = c.shape.head_dim;
+  const int64_t first = static_cast<int64_t>(kv_head) * hd;
+  for_each_row(c, c.v, seq, pos, n, kv_head, [&](int j, const uint8_t* row) {
+    const T* v = reinterpret_cast<const T*>(row) + first;
+    const VF pj = VF::set1(p[j]);
+    for (int d = 0; d < hd; d += VF::N) {
+      const int lanes = hd - d >= VF::N ? VF::N : hd - d;
+      fma(pj, lanes == VF::N ? VF::load(v + d) : VF::load(v + d, lanes), VF::load(o + d)).store(o + d);
+    }
+  });
 }
 
 // S[i..i+R) = Qs[i..i+R) . KT  (one vector of N scores per row).
@@ -186,20 +233,27 @@ void item(const AttentionCall& c, const AttentionItem& it, float* scratch) {
     for (int d = 0; d < head_dim; ++d) qs[i * hdp + d] = src[d] * scale;
   }
 
+  // A lone row over float rows reads the cache directly (lone_scores).
+  const bool direct = lone && c.layout.type != gguf::TensorType::Q8_0;
+  const bool f16 = c.layout.type == gguf::TensorType::F16;
   const int64_t kv_end = pos0 + t1;
   for (int64_t j0 = 0; j0 < kv_end; j0 += N) {
     const int nk = kv_end - j0 >= N ? N : static_cast<int>(kv_end - j0);
-    load_rows<VF>(c, c.k, seq, j0, nk, kv_head, kb, hdp);
-    load_rows<VF>(c, c.v, seq, j0, nk, kv_head, vb, hdp);
-    if (nk < N) std::memset(kb + nk * hdp, 0, sizeof(float) * (N - nk) * hdp);
-    for (int64_t d = 0; d < hdp; d += N) VF::transpose(kb + d, hdp, kt + d * N, N);
     // Rows before `first` (tokens earlier than j0) see no key of this block.
     const int64_t first_token = j0 - pos0 - t0;
     const int64_t first = first_token > 0 ? first_token * group : 0;
     const int64_t tile0 = first / qk_rows * qk_rows;
-    for (int64_t i = tile0; i < padded; i += qk_rows) {
-      if (lone) qk_tile<VF, 1>(qs + i * hdp, hdp, kt, head_dim, s + i * N);
-      else qk_tile<VF, L::kQkRows>(qs + i * hdp, hdp, kt, head_dim, s + i * N);
+    if (direct) {
+      if (f16) lone_scores<VF, uint16_t>(c, seq, j0, nk, kv_head, qs, s);
+      else lone_scores<VF, float>(c, seq, j0, nk, kv_head, qs, s);
+    } else {
+      load_rows<VF>(c, c.k, seq, j0, nk, kv_head, kb, hdp);
+      if (nk < N) std::memset(kb + nk * hdp, 0, sizeof(float) * (N - nk) * hdp);
+      for (int64_t d = 0; d < hdp; d += N) VF::transpose(kb + d, hdp, kt + d * N, N);
+      for (int64_t i = tile0; i < padded; i += qk_rows) {
+        if (lone) qk_tile<VF, 1>(qs + i * hdp, hdp, kt, head_dim, s + i * N);
+        else qk_tile<VF, L::kQkRows>(qs + i * hdp, hdp, kt, head_dim, s + i * N);
+      }
     }
     for (int64_t i = tile0; i < padded; ++i) {
       float* si = s + i * N;
@@ -223,6 +277,12 @@ void item(const AttentionCall& c, const AttentionItem& it, float* scratch) {
       }
       l[i] += p.reduce_add();
     }
+    if (direct) {
+      if (f16) lone_pv<VF, uint16_t>(c, seq, j0, nk, kv_head, s, o);
+      else lone_pv<VF, float>(c, seq, j0, nk, kv_head, s, o);
+      continue;
+    }
+    load_rows<VF>(c, c.v, seq, j0, nk, kv_head, vb, hdp);
     const int64_t pv0 = first / pv_rows * pv_rows;
     for (int64_t i = pv0; i < padded; i += pv_rows) {
       if (lone) pv_rows_tile<VF, 1>(o + i * hdp, hdp, s + i * N, vb, nk);

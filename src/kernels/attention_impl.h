@@ -53,17 +53,20 @@ inline void q8_0_head(const uint8_t* row, int64_t first, int hd, float* dst, int
   for (int64_t d = hd; d < hdp; ++d) dst[d] = 0;
 }
 
-// The same for F32 rows (T = float) and F16 rows (T = uint16_t bits).
+// Values [d, d + N) of a head of hd f32 (T = float) or f16 (T = uint16_t
+// bits) values at p, as floats, zero past hd.
+template <class VF, class T>
+inline VF load_head(const T* p, int64_t d, int hd) {
+  const int64_t lanes = hd - d;
+  if (lanes >= VF::N) return VF::load(p + d);
+  return lanes > 0 ? VF::load(p + d, static_cast<int>(lanes)) : VF::zero();
+}
+
+// The same for F32 and F16 rows.
 template <class VF, class T>
 inline void float_head(const uint8_t* row, int64_t first, int hd, float* dst, int64_t hdp) {
   const T* p = reinterpret_cast<const T*>(row) + first;
-  for (int64_t d = 0; d < hdp; d += VF::N) {
-    const int lanes = hd - d >= VF::N ? VF::N : static_cast<int>(hd - d);
-    VF v = VF::zero();
-    if (lanes == VF::N) v = VF::load(p + d);
-    else if (lanes > 0) v = VF::load(p + d, lanes);
-    v.store(dst + d);
-  }
+  for (int64_t d = 0; d < hdp; d += VF::N) load_head<VF>(p, d, hd).store(dst + d);
 }
 
 // Calls row_fn(j, row) for the cache rows at positions [pos, pos + n)
@@ -131,10 +134,7 @@ void lone_scores(const AttentionCall& c, const AttentionSeq& seq, int64_t pos, i
   for_each_row(c, c.k, seq, pos, n, kv_head, [&](int j, const uint8_t* row) {
     const T* k = reinterpret_cast<const T*>(row) + first;
     VF acc = VF::zero();
-    for (int d = 0; d < hd; d += VF::N) {
-      const int lanes = hd - d >= VF::N ? VF::N : hd - d;
-      acc = fma(VF::load(q + d), lanes == VF::N ? VF::load(k + d) : VF::load(k + d, lanes), acc);
-    }
+    for (int d = 0; d < hd; d += VF::N) acc = fma(VF::load(q + d), load_head<VF>(k, d, hd), acc);
     s[j] = acc.reduce_add();
   });
 }
@@ -147,10 +147,7 @@ void lone_pv(const AttentionCall& c, const AttentionSeq& seq, int64_t pos, int n
   for_each_row(c, c.v, seq, pos, n, kv_head, [&](int j, const uint8_t* row) {
     const T* v = reinterpret_cast<const T*>(row) + first;
     const VF pj = VF::set1(p[j]);
-    for (int d = 0; d < hd; d += VF::N) {
-      const int lanes = hd - d >= VF::N ? VF::N : hd - d;
-      fma(pj, lanes == VF::N ? VF::load(v + d) : VF::load(v + d, lanes), VF::load(o + d)).store(o + d);
-    }
+    for (int d = 0; d < hd; d += VF::N) fma(pj, load_head<VF>(v, d, hd), VF::load(o + d)).store(o + d);
   });
 }
 

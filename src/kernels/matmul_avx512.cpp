@@ -18,7 +18,6 @@
 #include "kernels/immintrin_quiet.h"
 
 #include <algorithm>
-#include <cstring>
 #include <utility>
 
 #include "kernels/panel.h"
@@ -34,10 +33,12 @@ constexpr int kPrefetchBytes = 2048;
 
 __m512 load_f16x16(const uint8_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
 
-__m512i broadcast4(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm512_set1_epi32(v);
+// acc + u . (4 signed bytes at s, broadcast to every lane): vpdpbusd with
+// a {1to16} memory operand. GCC 12 does not fold _mm512_set1_epi32 of a load
+// into it, and the separate broadcasts cost decode 15% of its q8_0 rate.
+__m512i dpbusd_bcast(__m512i acc, __m512i u, const int8_t* s) {
+  asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "m"(*reinterpret_cast<const int32_t*>(s)));
+  return acc;
 }
 
 // Each group of a panel is fetched kPrefetchBytes ahead of use. Decode reads
@@ -85,7 +86,8 @@ struct Block {
 void nibbles_hi16(const uint8_t* p, __m512i* g) {
   const __m512i low4 = _mm512_set1_epi8(0x0f), high4 = _mm512_set1_epi8(static_cast<char>(0xf0));
   for (int j = 0; j < 4; ++j) {
-    const __m512i v = _mm512_load_si512(p + 64 * j);
+    __m512i v = _mm512_load_si512(p + 64 * j);
+    asm("" : "+v"(v));  // one load: GCC otherwise folds it into both ANDs (q4_0 decode -12%)
     g[j] = _mm512_and_si512(v, low4);
     g[j + 4] = _mm512_and_si512(v, high4);
   }
@@ -102,10 +104,9 @@ void unpack_nibbles(const uint8_t* p, __m512i* g) {
 
 // kFoldedOffset: w = S * (code - 128) with the block's low-group sums taken
 // kLowShift bits up (see quant_tile); m_lo is then unused.
-// kDecodeSplitsChains: see accumulate_block.
 struct Q8_0 {
   static constexpr const QuantLayout& kLayout = kQ8_0Layout;
-  static constexpr bool kTwoScales = false, kFoldedOffset = true, kDecodeSplitsChains = false;
+  static constexpr bool kTwoScales = false, kFoldedOffset = true;
   static constexpr int kLowShift = 0;
   static void load(const uint8_t* panel, int64_t b, Block& k) {
     for (int j = 0; j < 8; ++j) k.g[j] = _mm512_load_si512(panel + kLayout.codes(b) + 64 * j);
@@ -115,7 +116,7 @@ struct Q8_0 {
 
 struct Q4_0 {
   static constexpr const QuantLayout& kLayout = kQ4_0Layout;
-  static constexpr bool kTwoScales = false, kFoldedOffset = true, kDecodeSplitsChains = true;
+  static constexpr bool kTwoScales = false, kFoldedOffset = true;
   static constexpr int kLowShift = 4;
   static void load(const uint8_t* panel, int64_t b, Block& k) {
     nibbles_hi16(panel + kLayout.codes(b), k.g);
@@ -132,7 +133,7 @@ __m512 i8x16_to_ps(const uint8_t* p) {
 
 struct Q4_K {
   static constexpr const QuantLayout& kLayout = kQ4_KLayout;
-  static constexpr bool kTwoScales = false, kFoldedOffset = false, kDecodeSplitsChains = true;
+  static constexpr bool kTwoScales = false, kFoldedOffset = false;
   static void load(const uint8_t* panel, int64_t b, Block& k) {
     const int64_t c = b % 8;
     unpack_nibbles(panel + kLayout.codes(b), k.g);
@@ -144,7 +145,7 @@ struct Q4_K {
 
 struct Q6_K {
   static constexpr const QuantLayout& kLayout = kQ6_KLayout;
-  static constexpr bool kTwoScales = true, kFoldedOffset = false, kDecodeSplitsChains = true;
+  static constexpr bool kTwoScales = true, kFoldedOffset = false;
   static void load(const uint8_t* panel, int64_t b, Block& k) {
     const int64_t c = b % 8;
     const uint8_t* codes = panel + kLayout.codes(b);
@@ -168,31 +169,17 @@ struct Q6_K {
 
 // Adds one block's products with one token's activations x to acc and off.
 // lo: groups 0-3, hi: groups 4-7 and a folded offset (hi is never shifted).
-// One token alone (T == 1) has nothing else to overlap, so formats that
-// unpack their codes split each into two chains for latency; with several
-// tokens, or codes loaded as they are (q8_0), one chain each saves the
-// instructions (measured in decode, A/B: q8_0 +5% tokens/s with one chain,
-// q4_0 -4%). Integer sums are exact, so the split changes nothing in the result:
-// every token goes through the same operations whatever T is, and a token's
-// result does not depend on the batch it came in (batched decode must give
-// the tokens that decoding alone gives).
-template <class Format, int T>
+// Every token goes through the same operations whatever the batch, so a
+// token's result does not depend on the batch it came in (batched decode
+// must give the tokens that decoding alone gives). Decode could split the
+// chains further for latency, but the blocks are independent and overlap
+// anyway; the extra instructions cost more than the latency they hide.
+template <class Format>
 void accumulate_block(const Block& k, const Q8Act* x, __m512& acc, __m512& off) {
-  const __m512i hi_init = Format::kFoldedOffset ? _mm512_set1_epi32(x->neg128_sum) : _mm512_setzero_si512();
-  __m512i lo, hi;
-  if constexpr (T == 1 && Format::kDecodeSplitsChains) {
-    __m512i p[4];
-    for (int j = 0; j < 4; ++j)
-      p[j] = _mm512_dpbusd_epi32(j == 2 ? hi_init : _mm512_setzero_si512(), k.g[2 * j], broadcast4(x->qs + 8 * j));
-    for (int j = 0; j < 4; ++j) p[j] = _mm512_dpbusd_epi32(p[j], k.g[2 * j + 1], broadcast4(x->qs + 8 * j + 4));
-    lo = _mm512_add_epi32(p[0], p[1]);
-    hi = _mm512_add_epi32(p[2], p[3]);
-  } else {
-    lo = _mm512_setzero_si512();
-    hi = hi_init;
-    for (int j = 0; j < 4; ++j) lo = _mm512_dpbusd_epi32(lo, k.g[j], broadcast4(x->qs + 4 * j));
-    for (int j = 4; j < 8; ++j) hi = _mm512_dpbusd_epi32(hi, k.g[j], broadcast4(x->qs + 4 * j));
-  }
+  __m512i lo = _mm512_setzero_si512();
+  __m512i hi = Format::kFoldedOffset ? _mm512_set1_epi32(x->neg128_sum) : _mm512_setzero_si512();
+  for (int j = 0; j < 4; ++j) lo = dpbusd_bcast(lo, k.g[j], x->qs + 4 * j);
+  for (int j = 4; j < 8; ++j) hi = dpbusd_bcast(hi, k.g[j], x->qs + 4 * j);
   if constexpr (Format::kFoldedOffset) {
     const __m512i sum = _mm512_add_epi32(_mm512_slli_epi32(lo, Format::kLowShift), hi);
     acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(k.s_lo, _mm512_set1_ps(x->d)), acc);
@@ -228,7 +215,7 @@ void quant_tile(const PanelArgs& a, int64_t t0) {
       if (i == 0) prefetch<layout.group_bytes>(group + kPrefetchBytes);
       Block k;
       Format::load(group, i, k);
-      for (int t = 0; t < T; ++t) accumulate_block<Format, T>(k, x + t * nb + i, acc[t], off[t]);
+      for (int t = 0; t < T; ++t) accumulate_block<Format>(k, x + t * nb + i, acc[t], off[t]);
     }
   const __mmask16 mask = row_mask(a.rows);
   for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(a.y + (t0 + t) * a.y_stride, mask, _mm512_sub_ps(acc[t], off[t]));

@@ -68,24 +68,33 @@ PackedWeights::PackedWeights(size_t bytes) : size_(bytes) {
 
 void PackedWeights::Free::operator()(uint8_t* p) const { std::free(p); }
 
-PackedWeights prepare(Matrix& w, ThreadPool* pool) {
+size_t packed_size(const Matrix& w) {
+  check_shape(w);
+  if (!has_own_panel_format(w.type)) return 0;
+  return static_cast<size_t>(panel_count(w.rows)) * panel_bytes(panel_format(w.type), w.cols);
+}
+
+void prepare_into(Matrix& w, uint8_t* dst, ThreadPool* pool) {
   check_shape(w);
   if (w.data == nullptr && w.rows > 0) throw Error("prepare: matrix without data");
-  const PanelFormat format = panel_format(w.type);
   if (!has_own_panel_format(w.type)) {
     w.packed = nullptr;
-    return {};
+    return;
   }
-  const int64_t np = panel_count(w.rows);
-  const size_t pb = panel_bytes(format, w.cols);
-  PackedWeights out(static_cast<size_t>(np) * pb);
-  auto pack = [&](int64_t p) { pack_panel(w, p, out.data() + p * pb); };
+  const size_t pb = panel_bytes(panel_format(w.type), w.cols);
+  auto pack = [&](int64_t p) { pack_panel(w, p, dst + p * pb); };
   if (pool != nullptr) {
-    pool->parallel_for(np, pack);
+    pool->parallel_for(panel_count(w.rows), pack);
   } else {
-    for (int64_t p = 0; p < np; ++p) pack(p);
+    for (int64_t p = 0; p < panel_count(w.rows); ++p) pack(p);
   }
-  w.packed = out.data();
+  w.packed = dst;
+}
+
+PackedWeights prepare(Matrix& w, ThreadPool* pool) {
+  const size_t bytes = packed_size(w);
+  PackedWeights out = bytes > 0 ? PackedWeights(bytes) : PackedWeights();
+  prepare_into(w, out.data(), pool);
   return out;
 }
 

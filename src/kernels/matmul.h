@@ -61,6 +61,12 @@ class PackedWeights {
 // or a shape that does not fit the type's block size.
 PackedWeights prepare(Matrix& w, ThreadPool* pool = nullptr);
 
+// The same in two steps, for packing many matrices into one allocation:
+// packed_size(w) bytes (a multiple of 64; 0 for types without a panel
+// kernel), then prepare_into with dst 64-byte aligned and that large.
+size_t packed_size(const Matrix& w);
+void prepare_into(Matrix& w, uint8_t* dst, ThreadPool* pool = nullptr);
+
 // y[t * rows + r] = sum_c W[r][c] * x[t * cols + c]  for t in [0, n_tokens).
 // Quantized weights: x is rounded per 32 columns to int8 (Q8_0-like) and
 // dotted in integers, as ggml does. The error is then at most

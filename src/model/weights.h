@@ -30,9 +30,9 @@ struct Weights {
   kernels::Matrix output;      // [n_vocab rows][dim]; token_embd when tied
   std::vector<float> rope_freqs;  // optional per-pair frequency divisors
   std::vector<LayerWeights> layers;
-  // The kernels' load-time repacked copies of the matrices above (each
-  // Matrix::packed points into one of these).
-  std::vector<kernels::PackedWeights> packed;
+  // The kernels' load-time repacked copies of the matrices above, in one
+  // allocation (each Matrix::packed points into it).
+  kernels::PackedWeights packed;
 };
 
 // Throws Error naming the file and listing every missing or mis-shaped tensor.

@@ -175,6 +175,44 @@ TEST(MatmulTargets, MatchSeparateCalls) {
   EXPECT_THROW(matmul({{&ws[4], y.data()}, {&other, y.data()}}, x.data(), 1, pool), Error);
 }
 
+// packed_size + prepare_into (how the model packs all its matrices into one
+// allocation) give the panels prepare() gives, at any 64-byte offset.
+TEST(MatmulPrepare, IntoOneBufferMatchesSeparateStorage) {
+  ThreadPool pool(2);
+  std::mt19937 rng(7);
+  const int64_t cols = 256;
+  const TensorType types[] = {TensorType::Q8_0, TensorType::Q4_1, TensorType::Q4_K, TensorType::F16};
+  const int64_t rows[] = {33, 20, 16, 5};
+  std::vector<std::vector<uint8_t>> raw;
+  std::vector<Matrix> alone, shared;
+  std::vector<PackedWeights> storage;
+  size_t total = 0;
+  for (int i = 0; i < 4; ++i) {
+    raw.push_back(llmserve::testing::random_rows(rng, types[i], rows[i], cols));
+    alone.push_back(Matrix{types[i], raw.back().data(), rows[i], cols, llmserve::testing::row_bytes_of(types[i], cols)});
+    shared.push_back(alone.back());
+    storage.push_back(prepare(alone.back(), &pool));
+    EXPECT_EQ(packed_size(alone.back()), storage.back().size()) << "type " << i;
+    EXPECT_EQ(packed_size(alone.back()) % 64, 0u);
+    total += packed_size(alone.back());
+  }
+  EXPECT_EQ(packed_size(alone[1]), 0u) << "q4_1 has no panel kernel";
+  PackedWeights one(total);
+  size_t offset = 0;
+  for (Matrix& m : shared) {
+    prepare_into(m, one.data() + offset, &pool);
+    offset += packed_size(m);
+  }
+  EXPECT_EQ(shared[1].packed, nullptr);
+  const auto x = llmserve::testing::random_floats(rng, static_cast<size_t>(3 * cols));
+  for (int i = 0; i < 4; ++i) {
+    std::vector<float> a(rows[i] * 3), b(rows[i] * 3);
+    matmul(alone[i], x.data(), 3, a.data(), pool);
+    matmul(shared[i], x.data(), 3, b.data(), pool);
+    EXPECT_EQ(a, b) << "type " << i;
+  }
+}
+
 TEST(MatmulQuantize, EveryIsaRoundsIdentically) {
   std::mt19937 rng(7);
   const int64_t cols = 32 * 40;

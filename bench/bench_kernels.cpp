@@ -105,15 +105,20 @@ Copies& copies(TensorType type, int64_t rows, int64_t cols, size_t min_total) {
   return c;
 }
 
-void matvec(benchmark::State& state, TensorType type, int64_t rows, int64_t cols) {
-  Copies& c = copies(type, rows, cols, size_t{512} << 20);
+// min_total 512 MiB streams the weights from memory (decode) on every
+// thread. 0 reuses one copy on one thread: a small matrix then stays in L2,
+// and the rate is the decode kernel's arithmetic rate per core.
+void matvec(benchmark::State& state, TensorType type, int64_t rows, int64_t cols, size_t min_total) {
+  static ThreadPool one_thread(1);
+  ThreadPool& threads = min_total > 0 ? pool() : one_thread;
+  Copies& c = copies(type, rows, cols, min_total);
   std::vector<float> x(cols), y(rows);
   std::mt19937 rng(1);
   std::normal_distribution<float> dist;
   for (auto& v : x) v = dist(rng);
   size_t i = 0;
   for (auto _ : state) {
-    kernels::matmul(c.views[i], x.data(), 1, y.data(), pool());
+    kernels::matmul(c.views[i], x.data(), 1, y.data(), threads);
     if (++i == c.views.size()) i = 0;
   }
   benchmark::DoNotOptimize(y.data());
@@ -144,7 +149,8 @@ void register_matmuls() {
     for (const auto& s : shapes) {
       const std::string name = std::string(gguf::type_info(t)->name) + "/" + std::to_string(s[0]) + "x" +
                                std::to_string(s[1]);
-      benchmark::RegisterBenchmark(("matvec/" + name).c_str(), matvec, t, s[0], s[1])->UseRealTime();
+      benchmark::RegisterBenchmark(("matvec/" + name).c_str(), matvec, t, s[0], s[1], size_t{512} << 20)
+          ->UseRealTime();
       if (s[0] != 32000)
         benchmark::RegisterBenchmark(("matmul/" + name).c_str(), matmul, t, s[0], s[1])
             ->UseRealTime()
@@ -152,6 +158,10 @@ void register_matmuls() {
             ->Arg(64)
             ->Arg(512);
     }
+  for (TensorType t : types)
+    benchmark::RegisterBenchmark(("matvec_in_l2/" + std::string(gguf::type_info(t)->name) + "/256x2048").c_str(),
+                                 matvec, t, 256, 2048, size_t{0})
+        ->UseRealTime();
 }
 
 // All the matvecs of one decode step of a llama-shaped model, in order (each
@@ -162,38 +172,55 @@ struct ModelShape {
   int64_t dim, hidden, kv_dim, vocab, layers;
 };
 
-// `grouped`: Q/K/V and gate/up go as one call each (shared input).
-void decode_matmuls(benchmark::State& state, ModelShape m, TensorType type, bool grouped) {
-  struct Weights {
-    kernels::PackedWeights storage;
-    Matrix w;
+// `grouped`: Q/K/V and gate/up go as one call each (shared input), as the
+// engine calls them. `arena`: all matrices packed into one allocation in
+// decode order, as the engine loads them (model/weights.cpp); otherwise each
+// has its own, and matrices under 2 MiB get 4 KiB pages.
+void decode_matmuls(benchmark::State& state, ModelShape m, TensorType type, bool grouped, bool arena) {
+  struct Shape {
+    int64_t rows, cols;
+    bool same_call;
   };
-  std::vector<std::unique_ptr<Weights>> all;
-  std::vector<std::vector<kernels::MatmulTarget>> calls;
-  size_t bytes = 0;
+  std::vector<Shape> shapes;
+  for (int64_t l = 0; l < m.layers; ++l) {
+    shapes.push_back({m.dim, m.dim, false});     // q
+    shapes.push_back({m.kv_dim, m.dim, true});   // k
+    shapes.push_back({m.kv_dim, m.dim, true});   // v
+    shapes.push_back({m.dim, m.dim, false});     // o
+    shapes.push_back({m.hidden, m.dim, false});  // gate
+    shapes.push_back({m.hidden, m.dim, true});   // up
+    shapes.push_back({m.dim, m.hidden, false});  // down
+  }
+  shapes.push_back({m.vocab, m.dim, false});
+  std::vector<std::vector<uint8_t>> raw;
+  std::vector<Matrix> ws;
+  size_t bytes = 0, packed_bytes = 0;
+  for (const Shape& sh : shapes) {
+    raw.push_back(random_matrix(type, sh.rows, sh.cols));
+    ws.push_back(Matrix{type, raw.back().data(), sh.rows, sh.cols, gguf::row_bytes(type, sh.cols)});
+    bytes += raw.back().size();
+    packed_bytes += kernels::packed_size(ws.back());
+  }
+  std::vector<kernels::PackedWeights> storage;
+  if (arena) storage.emplace_back(packed_bytes);
+  size_t offset = 0;
+  for (Matrix& w : ws) {
+    if (arena) {
+      kernels::prepare_into(w, storage[0].data() + offset, &pool());
+      offset += kernels::packed_size(w);
+    } else {
+      storage.push_back(kernels::prepare(w, &pool()));
+    }
+    w.data = nullptr;  // only the packed copy is kept
+  }
+  raw.clear();
   const int64_t max_rows = std::max(m.vocab, m.hidden);
   std::vector<float> x(std::max(m.hidden, m.dim), 0.01f), y(3 * max_rows);  // up to 3 targets per call
-  auto add = [&](int64_t rows, int64_t cols, bool same_call) {
-    const auto raw = random_matrix(type, rows, cols);
-    auto w = std::make_unique<Weights>();
-    w->w = Matrix{type, raw.data(), rows, cols, gguf::row_bytes(type, cols)};
-    w->storage = kernels::prepare(w->w, &pool());
-    w->w.data = nullptr;  // only the packed copy is kept
-    bytes += raw.size();
-    if (!(grouped && same_call)) calls.emplace_back();
-    calls.back().push_back({&w->w, y.data() + calls.back().size() * max_rows});
-    all.push_back(std::move(w));
-  };
-  for (int64_t l = 0; l < m.layers; ++l) {
-    add(m.dim, m.dim, false);     // q
-    add(m.kv_dim, m.dim, true);   // k
-    add(m.kv_dim, m.dim, true);   // v
-    add(m.dim, m.dim, false);     // o
-    add(m.hidden, m.dim, false);  // gate
-    add(m.hidden, m.dim, true);   // up
-    add(m.dim, m.hidden, false);  // down
+  std::vector<std::vector<kernels::MatmulTarget>> calls;
+  for (size_t i = 0; i < ws.size(); ++i) {
+    if (!(grouped && shapes[i].same_call)) calls.emplace_back();
+    calls.back().push_back({&ws[i], y.data() + calls.back().size() * max_rows});
   }
-  add(m.vocab, m.dim, false);
   for (auto _ : state)
     for (const auto& call : calls) kernels::matmul(call, x.data(), 1, pool());
   state.counters["tok/s"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
@@ -205,13 +232,17 @@ void decode_matmuls(benchmark::State& state, ModelShape m, TensorType type, bool
 
 void register_decode_chains() {
   const ModelShape models[] = {{"tinyllama", 2048, 5632, 256, 32000, 22}, {"stories110m", 768, 2048, 768, 32000, 12}};
+  struct Variant {
+    const char* name;
+    bool grouped, arena;
+  };
+  const Variant variants[] = {{"grouped", true, true}, {"grouped/own_allocations", true, false}, {"separate", false, true}};
   for (const ModelShape& m : models)
     for (TensorType t : {TensorType::Q8_0, TensorType::Q4_0})
-      for (bool grouped : {false, true})
-        benchmark::RegisterBenchmark((std::string("decode_matmuls/") + m.name + "/" + std::string(gguf::type_info(t)->name) +
-                                      (grouped ? "/grouped" : "/separate"))
-                                         .c_str(),
-                                     decode_matmuls, m, t, grouped)
+      for (const Variant& v : variants)
+        benchmark::RegisterBenchmark(
+            (std::string("decode_matmuls/") + m.name + "/" + std::string(gguf::type_info(t)->name) + "/" + v.name).c_str(),
+            decode_matmuls, m, t, v.grouped, v.arena)
             ->UseRealTime()
             ->Unit(benchmark::kMillisecond);
 }

@@ -30,6 +30,8 @@ void silu_mul(const float* gate, const float* up, int64_t n, float* out) {
 
 void add(const float* a, const float* b, int64_t n, float* out) { ops_kernels(active_isa()).add(a, b, n, out); }
 
+void to_f16(const float* x, int64_t n, uint16_t* out) { ops_kernels(active_isa()).to_f16(x, n, out); }
+
 namespace reference {
 
 void rmsnorm(const float* x, const float* weight, float eps, int64_t dim, int64_t n_rows, float* y) {

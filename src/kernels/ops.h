@@ -21,6 +21,10 @@ void silu_mul(const float* gate, const float* up, int64_t n, float* out);
 // out = a + b.
 void add(const float* a, const float* b, int64_t n, float* out);
 
+// out = x as IEEE half bits, rounded to nearest even (overflow to infinity),
+// bit for bit what gguf's F16 quantize_row gives for every non-NaN value.
+void to_f16(const float* x, int64_t n, uint16_t* out);
+
 namespace reference {
 void rmsnorm(const float* x, const float* weight, float eps, int64_t dim, int64_t n_rows, float* y);
 void softmax(float* x, int64_t n);

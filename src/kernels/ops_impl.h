@@ -22,8 +22,8 @@ template <class VF>
 VF load(const float* p, int lanes) {
   return lanes == VF::N ? VF::load(p) : VF::load(p, lanes);
 }
-template <class VF>
-void store(VF v, float* p, int lanes) {
+template <class VF, class T>
+void store(VF v, T* p, int lanes) {
   if (lanes == VF::N) v.store(p);
   else v.store(p, lanes);
 }
@@ -71,8 +71,13 @@ void add(const float* a, const float* b, int64_t n, float* out) {
 }
 
 template <class VF>
+void to_f16(const float* x, int64_t n, uint16_t* out) {
+  for_each_vector<VF>(n, [&](int64_t i, int lanes) { store(load<VF>(x + i, lanes), out + i, lanes); });
+}
+
+template <class VF>
 constexpr OpsKernels ops_table() {
-  return {rmsnorm<VF>, softmax<VF>, silu_mul<VF>, add<VF>};
+  return {rmsnorm<VF>, softmax<VF>, silu_mul<VF>, add<VF>, to_f16<VF>};
 }
 
 }  // namespace llmserve::kernels::ops_impl

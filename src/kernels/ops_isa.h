@@ -11,6 +11,7 @@ struct OpsKernels {
   void (*softmax)(float* x, int64_t n);
   void (*silu_mul)(const float* gate, const float* up, int64_t n, float* out);
   void (*add)(const float* a, const float* b, int64_t n, float* out);
+  void (*to_f16)(const float* x, int64_t n, uint16_t* out);
 };
 
 namespace scalar { extern const OpsKernels kOpsKernels; }

@@ -27,6 +27,13 @@ struct VF {
   }
   void store(float* p) const { _mm256_storeu_ps(p, v); }
   void store(float* p, int n) const { _mm256_maskstore_ps(p, mask(n), v); }
+  void store(uint16_t* p) const { _mm_storeu_si128(reinterpret_cast<__m128i*>(p), half()); }
+  void store(uint16_t* p, int n) const {
+    alignas(16) uint16_t tmp[8];
+    _mm_store_si128(reinterpret_cast<__m128i*>(tmp), half());
+    for (int i = 0; i < n; ++i) p[i] = tmp[i];
+  }
+  __m128i half() const { return _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
 
   friend VF operator+(VF a, VF b) { return {_mm256_add_ps(a.v, b.v)}; }
   friend VF operator-(VF a, VF b) { return {_mm256_sub_ps(a.v, b.v)}; }

@@ -23,6 +23,9 @@ struct VF {
   static VF load(const int8_t* p) { return {_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))))}; }
   void store(float* p) const { _mm512_storeu_ps(p, v); }
   void store(float* p, int n) const { _mm512_mask_storeu_ps(p, mask(n), v); }
+  void store(uint16_t* p) const { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), half()); }
+  void store(uint16_t* p, int n) const { _mm256_mask_storeu_epi16(p, mask(n), half()); }
+  __m256i half() const { return _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
 
   friend VF operator+(VF a, VF b) { return {_mm512_add_ps(a.v, b.v)}; }
   friend VF operator-(VF a, VF b) { return {_mm512_sub_ps(a.v, b.v)}; }

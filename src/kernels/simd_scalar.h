@@ -4,7 +4,8 @@
 // has its own (simd_avx2.h, simd_avx512.h) in its own namespace.
 //   N; f16(bits) (one scalar half); zero(); set1(x); load(p) / load(p, n)
 //   for f32 and f16 bits (the n form reads n < N lanes, the rest 0);
-//   load(int8 p) (N values); store(p) / store(p, n); + - * /;
+//   load(int8 p) (N values); store(p) / store(p, n) to f32 and to f16
+//   bits (round to nearest even); + - * /;
 //   fma(a, b, c) = a*b + c; max; keep_first(a, n, fill); reduce_add();
 //   reduce_max(); exp(x) (saturating to 0 and +inf); transpose(src, ss,
 //   dst, ds) of an N x N tile.
@@ -46,6 +47,10 @@ struct VF {
   void store(float* p) const { store(p, N); }
   void store(float* p, int n) const {
     for (int i = 0; i < n; ++i) p[i] = v[i];
+  }
+  void store(uint16_t* p) const { store(p, N); }
+  void store(uint16_t* p, int n) const {
+    for (int i = 0; i < n; ++i) p[i] = f32_to_f16(v[i]);
   }
 
   template <class Op>

@@ -8,6 +8,7 @@
 #include "core/thread_pool.h"
 #include "gguf/quant.h"
 #include "kernels/large_alloc.h"
+#include "kernels/ops.h"
 
 namespace llmserve::model {
 
@@ -63,12 +64,18 @@ KvCache::KvCache(const HParams& hp, int n_blocks, int block_size, gguf::TensorTy
 }
 
 void KvCache::store(int layer, const float* k_rows, const float* v_rows, const int32_t* slots, int n) {
+  // f16 (the default) through the vector conversion: gguf's scalar one was
+  // about 1.4% of a small model's decode step (perf samples).
+  auto put = [&](const float* src, uint8_t* dst) {
+    if (layout_.type == gguf::TensorType::F16) kernels::to_f16(src, layout_.kv_dim, reinterpret_cast<uint16_t*>(dst));
+    else gguf::quantize_row(layout_.type, src, dst, layout_.kv_dim);
+  };
   uint8_t* k = base(layer, 0);
   uint8_t* v = base(layer, 1);
   for (int i = 0; i < n; ++i) {
     const size_t at = static_cast<size_t>(slots[i]) * layout_.row_bytes;
-    gguf::quantize_row(layout_.type, k_rows + static_cast<size_t>(i) * layout_.kv_dim, k + at, layout_.kv_dim);
-    gguf::quantize_row(layout_.type, v_rows + static_cast<size_t>(i) * layout_.kv_dim, v + at, layout_.kv_dim);
+    put(k_rows + static_cast<size_t>(i) * layout_.kv_dim, k + at);
+    put(v_rows + static_cast<size_t>(i) * layout_.kv_dim, v + at);
   }
 }
 

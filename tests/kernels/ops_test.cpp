@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernel_test_util.h"
+#include "core/fp16.h"
 #include "kernels/ops.h"
 
 namespace llmserve::kernels {
@@ -85,6 +86,31 @@ TEST_P(OpsTest, Add) {
     reference::add(a.data(), b.data(), n, want.data());
     EXPECT_EQ(got, want);  // one rounding either way: exact
   }
+}
+
+// Bit for bit the scalar reference conversion (gguf's F16 rows), including
+// ties (round to even), overflow to infinity, half subnormals and zeros.
+TEST_P(OpsTest, ToF16) {
+  IsaGuard guard(GetParam());
+  std::mt19937 rng(5);
+  std::vector<float> x = {0.0f, -0.0f, 1.0f, -2.5f, 65504.0f, 65519.0f, 65520.0f, -1e6f, INFINITY, -INFINITY,
+                          6.1e-5f, 5.96e-8f, 2.98e-8f, 2.99e-8f, -3e-6f, 1e-9f, 1.0f + 1.0f / 2048, 1.0f + 3.0f / 2048,
+                          2049.0f, 2051.0f};
+  std::uniform_real_distribution<float> exponent(-30.0f, 17.0f);
+  while (x.size() < 5000) x.push_back((rng() % 2 ? 1.0f : -1.0f) * std::exp2(exponent(rng)));
+  for (int64_t n : kSizes) {
+    if (n > static_cast<int64_t>(x.size())) continue;
+    std::vector<uint16_t> got(n);
+    to_f16(x.data(), n, got.data());
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], f32_to_f16(x[i])) << "at " << i << ": " << x[i];
+  }
+  std::vector<uint16_t> all(x.size());
+  to_f16(x.data(), static_cast<int64_t>(x.size()), all.data());
+  for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(all[i], f32_to_f16(x[i])) << "at " << i << ": " << x[i];
+  const float nan = NAN;
+  uint16_t h = 0;
+  to_f16(&nan, 1, &h);
+  EXPECT_TRUE(std::isnan(f16_to_f32(h)));
 }
 
 INSTANTIATE_TEST_SUITE_P(Isas, OpsTest, ::testing::ValuesIn(llmserve::testing::runnable_isas()),

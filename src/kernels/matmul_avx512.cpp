@@ -18,6 +18,7 @@
 #include "kernels/immintrin_quiet.h"
 
 #include <algorithm>
+#include <cstring>
 #include <utility>
 
 #include "kernels/panel.h"
@@ -33,12 +34,21 @@ constexpr int kPrefetchBytes = 2048;
 
 __m512 load_f16x16(const uint8_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
 
-// acc + u . (4 signed bytes at s, broadcast to every lane): vpdpbusd with
-// a {1to16} memory operand. GCC 12 does not fold _mm512_set1_epi32 of a load
-// into it, and the separate broadcasts cost decode 15% of its q8_0 rate.
-__m512i dpbusd_bcast(__m512i acc, __m512i u, const int8_t* s) {
-  asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "m"(*reinterpret_cast<const int32_t*>(s)));
-  return acc;
+// acc + u . (4 signed bytes at s, broadcast to every lane). One token (T =
+// 1): vpdpbusd with a {1to16} memory operand, which GCC 12 does not fold
+// _mm512_set1_epi32 of a load into (the separate broadcasts cost decode 15%
+// of its q8_0 rate). Several tokens: the broadcast into a register, which
+// measured faster there (the memory form cost prefill 5-12%).
+template <int T>
+__m512i dot4(__m512i acc, __m512i u, const int8_t* s) {
+  if constexpr (T == 1) {
+    asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "m"(*reinterpret_cast<const int32_t*>(s)));
+    return acc;
+  } else {
+    int32_t v;
+    std::memcpy(&v, s, 4);
+    return _mm512_dpbusd_epi32(acc, u, _mm512_set1_epi32(v));
+  }
 }
 
 // Each group of a panel is fetched kPrefetchBytes ahead of use. Decode reads
@@ -174,12 +184,12 @@ struct Q6_K {
 // must give the tokens that decoding alone gives). Decode could split the
 // chains further for latency, but the blocks are independent and overlap
 // anyway; the extra instructions cost more than the latency they hide.
-template <class Format>
+template <class Format, int T>
 void accumulate_block(const Block& k, const Q8Act* x, __m512& acc, __m512& off) {
   __m512i lo = _mm512_setzero_si512();
   __m512i hi = Format::kFoldedOffset ? _mm512_set1_epi32(x->neg128_sum) : _mm512_setzero_si512();
-  for (int j = 0; j < 4; ++j) lo = dpbusd_bcast(lo, k.g[j], x->qs + 4 * j);
-  for (int j = 4; j < 8; ++j) hi = dpbusd_bcast(hi, k.g[j], x->qs + 4 * j);
+  for (int j = 0; j < 4; ++j) lo = dot4<T>(lo, k.g[j], x->qs + 4 * j);
+  for (int j = 4; j < 8; ++j) hi = dot4<T>(hi, k.g[j], x->qs + 4 * j);
   if constexpr (Format::kFoldedOffset) {
     const __m512i sum = _mm512_add_epi32(_mm512_slli_epi32(lo, Format::kLowShift), hi);
     acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(k.s_lo, _mm512_set1_ps(x->d)), acc);
@@ -215,7 +225,7 @@ void quant_tile(const PanelArgs& a, int64_t t0) {
       if (i == 0) prefetch<layout.group_bytes>(group + kPrefetchBytes);
       Block k;
       Format::load(group, i, k);
-      for (int t = 0; t < T; ++t) accumulate_block<Format>(k, x + t * nb + i, acc[t], off[t]);
+      for (int t = 0; t < T; ++t) accumulate_block<Format, T>(k, x + t * nb + i, acc[t], off[t]);
     }
   const __mmask16 mask = row_mask(a.rows);
   for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(a.y + (t0 + t) * a.y_stride, mask, _mm512_sub_ps(acc[t], off[t]));

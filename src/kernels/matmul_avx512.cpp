@@ -221,7 +221,8 @@ void quant_tile(const PanelArgs& a, int64_t t0) {
   const Q8Act* x = static_cast<const Q8Act*>(a.x) + t0 * nb;
   for (int64_t b0 = 0; b0 < nb; b0 += kGroupBlocks, group += layout.group_bytes, x += kGroupBlocks)
     for (int64_t i = 0; i < kGroupBlocks && b0 + i < nb; ++i) {
-      // In this loop: placed before it, GCC 12 issued it for the first group only.
+      // Issued from inside the block loop: written before it, GCC 12 kept it
+      // for the first group only.
       if (i == 0) prefetch<layout.group_bytes>(group + kPrefetchBytes);
       Block k;
       Format::load(group, i, k);

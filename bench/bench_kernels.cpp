@@ -194,25 +194,21 @@ void decode_matmuls(benchmark::State& state, ModelShape m, TensorType type, bool
   shapes.push_back({m.vocab, m.dim, false});
   std::vector<std::vector<uint8_t>> raw;
   std::vector<Matrix> ws;
-  size_t bytes = 0, packed_bytes = 0;
+  size_t bytes = 0;
   for (const Shape& sh : shapes) {
     raw.push_back(random_matrix(type, sh.rows, sh.cols));
     ws.push_back(Matrix{type, raw.back().data(), sh.rows, sh.cols, gguf::row_bytes(type, sh.cols)});
     bytes += raw.back().size();
-    packed_bytes += kernels::packed_size(ws.back());
   }
   std::vector<kernels::PackedWeights> storage;
-  if (arena) storage.emplace_back(packed_bytes);
-  size_t offset = 0;
-  for (Matrix& w : ws) {
-    if (arena) {
-      kernels::prepare_into(w, storage[0].data() + offset, &pool());
-      offset += kernels::packed_size(w);
-    } else {
-      storage.push_back(kernels::prepare(w, &pool()));
-    }
-    w.data = nullptr;  // only the packed copy is kept
+  if (arena) {
+    std::vector<Matrix*> all;
+    for (Matrix& w : ws) all.push_back(&w);
+    storage.push_back(kernels::prepare_all(all, &pool()));
+  } else {
+    for (Matrix& w : ws) storage.push_back(kernels::prepare(w, &pool()));
   }
+  for (Matrix& w : ws) w.data = nullptr;  // only the packed copy is kept
   raw.clear();
   const int64_t max_rows = std::max(m.vocab, m.hidden);
   std::vector<float> x(std::max(m.hidden, m.dim), 0.01f), y(3 * max_rows);  // up to 3 targets per call

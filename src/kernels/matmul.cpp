@@ -68,34 +68,51 @@ PackedWeights::PackedWeights(size_t bytes) : size_(bytes) {
 
 void PackedWeights::Free::operator()(uint8_t* p) const { std::free(p); }
 
+namespace {
+
+// Bytes of w's panels (a multiple of 64); 0 for types without a panel kernel.
 size_t packed_size(const Matrix& w) {
   check_shape(w);
+  if (w.data == nullptr && w.rows > 0) throw Error("prepare: matrix without data");
   if (!has_own_panel_format(w.type)) return 0;
   return static_cast<size_t>(panel_count(w.rows)) * panel_bytes(panel_format(w.type), w.cols);
 }
 
+// Packs w's panels at dst (packed_size(w) bytes) and points w.packed there.
 void prepare_into(Matrix& w, uint8_t* dst, ThreadPool* pool) {
-  check_shape(w);
-  if (w.data == nullptr && w.rows > 0) throw Error("prepare: matrix without data");
   if (!has_own_panel_format(w.type)) {
     w.packed = nullptr;
     return;
   }
+  const int64_t np = panel_count(w.rows);
   const size_t pb = panel_bytes(panel_format(w.type), w.cols);
   auto pack = [&](int64_t p) { pack_panel(w, p, dst + p * pb); };
   if (pool != nullptr) {
-    pool->parallel_for(panel_count(w.rows), pack);
+    pool->parallel_for(np, pack);
   } else {
-    for (int64_t p = 0; p < panel_count(w.rows); ++p) pack(p);
+    for (int64_t p = 0; p < np; ++p) pack(p);
   }
   w.packed = dst;
 }
 
-PackedWeights prepare(Matrix& w, ThreadPool* pool) {
-  const size_t bytes = packed_size(w);
-  PackedWeights out = bytes > 0 ? PackedWeights(bytes) : PackedWeights();
-  prepare_into(w, out.data(), pool);
+}  // namespace
+
+PackedWeights prepare_all(std::span<Matrix* const> ws, ThreadPool* pool) {
+  std::vector<size_t> sizes;
+  size_t total = 0;
+  for (const Matrix* w : ws) total += sizes.emplace_back(packed_size(*w));
+  PackedWeights out = total > 0 ? PackedWeights(total) : PackedWeights();
+  size_t offset = 0;
+  for (size_t i = 0; i < ws.size(); ++i) {
+    prepare_into(*ws[i], out.data() + offset, pool);
+    offset += sizes[i];
+  }
   return out;
+}
+
+PackedWeights prepare(Matrix& w, ThreadPool* pool) {
+  Matrix* one = &w;
+  return prepare_all(std::span<Matrix* const>(&one, 1), pool);
 }
 
 namespace {

@@ -61,11 +61,11 @@ class PackedWeights {
 // or a shape that does not fit the type's block size.
 PackedWeights prepare(Matrix& w, ThreadPool* pool = nullptr);
 
-// The same in two steps, for packing many matrices into one allocation:
-// packed_size(w) bytes (a multiple of 64; 0 for types without a panel
-// kernel), then prepare_into with dst 64-byte aligned and that large.
-size_t packed_size(const Matrix& w);
-void prepare_into(Matrix& w, uint8_t* dst, ThreadPool* pool = nullptr);
+// The same for many matrices, in one allocation and in the given order:
+// a model's weights in the order decode reads them, huge-page backed as a
+// whole, where matrices under 2 MiB alone would sit in 4 KiB pages. Each
+// matrix's panels start 64-byte aligned.
+PackedWeights prepare_all(std::span<Matrix* const> ws, ThreadPool* pool = nullptr);
 
 // y[t * rows + r] = sum_c W[r][c] * x[t * cols + c]  for t in [0, n_tokens).
 // Quantized weights: x is rounded per 32 columns to int8 (Q8_0-like) and

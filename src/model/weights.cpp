@@ -101,21 +101,12 @@ Weights load_weights(const gguf::File& f, const HParams& hp, ThreadPool* pool) {
 
   // token_embd is only read a row at a time (read_row uses the file's
   // bytes); `output` is repacked even when it is the tied embedding. All
-  // matrices share one allocation, in the order decode reads them: it is
-  // huge-page backed as a whole, where a small model's matrices alone
-  // (under 2 MiB each) would sit in 4 KiB pages.
+  // matrices share one allocation, in the order decode reads them.
   std::vector<kernels::Matrix*> order;
   for (LayerWeights& l : w.layers)
     for (kernels::Matrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) order.push_back(m);
   order.push_back(&w.output);
-  size_t total = 0;
-  for (const kernels::Matrix* m : order) total += kernels::packed_size(*m);
-  w.packed = kernels::PackedWeights(total);
-  size_t offset = 0;
-  for (kernels::Matrix* m : order) {
-    kernels::prepare_into(*m, w.packed.data() + offset, pool);
-    offset += kernels::packed_size(*m);
-  }
+  w.packed = kernels::prepare_all(order, pool);
   return w;
 }
 

@@ -175,8 +175,8 @@ TEST(MatmulTargets, MatchSeparateCalls) {
   EXPECT_THROW(matmul({{&ws[4], y.data()}, {&other, y.data()}}, x.data(), 1, pool), Error);
 }
 
-// packed_size + prepare_into (how the model packs all its matrices into one
-// allocation) give the panels prepare() gives, at any 64-byte offset.
+// prepare_all (how the model packs all its matrices into one allocation)
+// gives the panels prepare() gives, each 64-byte aligned, back to back.
 TEST(MatmulPrepare, IntoOneBufferMatchesSeparateStorage) {
   ThreadPool pool(2);
   std::mt19937 rng(7);
@@ -192,18 +192,18 @@ TEST(MatmulPrepare, IntoOneBufferMatchesSeparateStorage) {
     alone.push_back(Matrix{types[i], raw.back().data(), rows[i], cols, llmserve::testing::row_bytes_of(types[i], cols)});
     shared.push_back(alone.back());
     storage.push_back(prepare(alone.back(), &pool));
-    EXPECT_EQ(packed_size(alone.back()), storage.back().size()) << "type " << i;
-    EXPECT_EQ(packed_size(alone.back()) % 64, 0u);
-    total += packed_size(alone.back());
+    EXPECT_EQ(storage.back().size() % 64, 0u) << "type " << i;
+    total += storage.back().size();
   }
-  EXPECT_EQ(packed_size(alone[1]), 0u) << "q4_1 has no panel kernel";
-  PackedWeights one(total);
-  size_t offset = 0;
-  for (Matrix& m : shared) {
-    prepare_into(m, one.data() + offset, &pool);
-    offset += packed_size(m);
-  }
+  EXPECT_EQ(storage[1].size(), 0u) << "q4_1 has no panel kernel";
+  std::vector<Matrix*> order;
+  for (Matrix& m : shared) order.push_back(&m);
+  const PackedWeights one = prepare_all(order, &pool);
+  EXPECT_EQ(one.size(), total);
+  EXPECT_EQ(shared[0].packed, one.data());
   EXPECT_EQ(shared[1].packed, nullptr);
+  EXPECT_EQ(shared[2].packed, one.data() + storage[0].size());
+  EXPECT_EQ(shared[3].packed, shared[2].packed + storage[2].size());
   const auto x = llmserve::testing::random_floats(rng, static_cast<size_t>(3 * cols));
   for (int i = 0; i < 4; ++i) {
     std::vector<float> a(rows[i] * 3), b(rows[i] * 3);

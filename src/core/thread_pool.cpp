@@ -112,6 +112,7 @@ struct ThreadPool::Impl {
 
 ThreadPool::ThreadPool(int n_threads) : impl_(new Impl) {
   impl_->n_threads = n_threads < 1 ? 1 : n_threads;
+  shares_.reset(new Share[impl_->n_threads]);
   for (int i = 1; i < impl_->n_threads; ++i) impl_->workers.emplace_back([this, i] { impl_->worker(i); });
 }
 

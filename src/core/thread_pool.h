@@ -10,6 +10,7 @@
 // and a job must not throw.
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <type_traits>
 #include <utility>
 
@@ -54,6 +55,31 @@ class ThreadPool {
     run_erased([](void* ctx, int i, int n) { (*static_cast<decltype(job)*>(ctx))(i, n); }, &job, true);
   }
 
+  // The same, but thread i first claims the items of the i-th of n_threads
+  // contiguous shares of [0, n_items), in order, and then helps with the
+  // other shares. For memory-bound loops over adjacent data (decode's weight
+  // panels): each thread streams one long run, which the hardware
+  // prefetchers follow, and claims from a counter of its own instead of one
+  // that every claim moves between the cores (stories110m decode: +10%
+  // against parallel_for). Items of uneven cost, sorted longest first, want
+  // parallel_for, whose one queue finishes them in that order.
+  template <class F>
+  void parallel_for_shares(int64_t n_items, F&& fn) {
+    const int n = size();
+    for (int i = 0; i < n; ++i) {
+      const auto [begin, end] = split(n_items, i, n);
+      shares_[i].next.store(begin, std::memory_order_relaxed);  // published by the job word
+      shares_[i].end = end;
+    }
+    auto job = [&](int i, int) {
+      for (int k = 0; k < n; ++k) {
+        Share& s = shares_[(i + k) % n];
+        for (int64_t item; (item = s.next.fetch_add(1, std::memory_order_relaxed)) < s.end;) fn(item);
+      }
+    };
+    run_erased([](void* ctx, int i, int n) { (*static_cast<decltype(job)*>(ctx))(i, n); }, &job, true);
+  }
+
   // Rows [begin, end) of `n` that thread `i` of `n_threads` owns.
   static std::pair<long, long> split(long n, int i, int n_threads) {
     return {n * i / n_threads, n * (i + 1) / n_threads};
@@ -66,6 +92,12 @@ class ThreadPool {
 
   struct Impl;
   Impl* impl_;
+  // parallel_for_shares(): thread i's share, on a cache line of its own.
+  struct alignas(64) Share {
+    std::atomic<int64_t> next{0};
+    int64_t end = 0;
+  };
+  std::unique_ptr<Share[]> shares_;
 };
 
 int default_thread_count();  // physical cores this process may run on

@@ -45,7 +45,7 @@ struct alignas(64) CacheLine {
 // Work sizes (see matmul()): panels per chunk for one token and for many,
 // and the activation bytes a block of tokens may take (about a quarter of a
 // 1 MiB L2, leaving room for the chunk's panels).
-constexpr int64_t kDecodeChunkPanels = 16;
+constexpr int64_t kDecodeChunkPanels = 8;
 constexpr int64_t kPrefillChunkPanels = 4;
 constexpr int64_t kActivationBlockBytes = 256 << 10;
 
@@ -132,18 +132,6 @@ struct Chunk {
   int64_t p0, p1;
 };
 
-// Chunks shrink as a target's panels run out ("guided" scheduling): big ones
-// while there is plenty of work, single panels at the end, so the threads
-// finish together.
-void add_chunks(std::vector<Chunk>& chunks, size_t plan, int64_t n_panels, int64_t max_chunk, int n_threads) {
-  for (int64_t p0 = 0; p0 < n_panels;) {
-    const int64_t left = n_panels - p0;
-    const int64_t size = std::clamp<int64_t>((left + 2 * n_threads - 1) / (2 * n_threads), 1, max_chunk);
-    chunks.push_back({plan, p0, p0 + size});
-    p0 += size;
-  }
-}
-
 }  // namespace
 
 void matmul(std::span<const MatmulTarget> targets, const float* x, int64_t n_tokens, ThreadPool& pool) {
@@ -151,11 +139,11 @@ void matmul(std::span<const MatmulTarget> targets, const float* x, int64_t n_tok
   const int64_t cols = targets[0].w->cols;
   const MatmulKernels& k = matmul_kernels(active_isa());
 
-  // Panels are handed out in chunks (parallel_for): a thread streams a long
-  // contiguous run per chunk, and a thread the OS deschedules (cores shared
-  // with other work) delays the call by at most one chunk. With many tokens
-  // a chunk is also the set of panels that reuse a block of activations from
-  // L2, which bounds it from above.
+  // Panels are handed out in chunks, each thread starting on its own
+  // contiguous share of them (parallel_for_shares): one long stream per
+  // thread, and a thread the OS deschedules (cores shared with other work)
+  // delays the call by at most one chunk. With many tokens a chunk is also
+  // the set of panels that reuse a block of activations from L2.
   const int64_t max_chunk = n_tokens > 1 ? kPrefillChunkPanels : kDecodeChunkPanels;
   // The caller's buffers; workers reach them through the references.
   thread_local std::vector<Plan> plans_buf;
@@ -172,7 +160,8 @@ void matmul(std::span<const MatmulTarget> targets, const float* x, int64_t n_tok
     if (t.w->rows == 0) continue;
     const PanelFormat format = panel_format(t.w->type);
     plans.push_back({t.w, t.y, format, has_own_panel_format(t.w->type) ? t.w->packed : nullptr, panel_bytes(format, cols)});
-    add_chunks(chunks, plans.size() - 1, panel_count(t.w->rows), max_chunk, pool.size());
+    for (int64_t p0 = 0, n = panel_count(t.w->rows); p0 < n; p0 += max_chunk)
+      chunks.push_back({plans.size() - 1, p0, std::min(n, p0 + max_chunk)});
     if (!plans.back().packed) own_bytes = std::max(own_bytes, max_chunk * plans.back().panel_bytes);
     any_quantized |= is_quantized(format);
   }
@@ -188,7 +177,7 @@ void matmul(std::span<const MatmulTarget> targets, const float* x, int64_t n_tok
     else pool.parallel_for(n_tokens, [&](int64_t t) { k.quantize(x + t * cols, cols, acts + t * nb); });
   }
 
-  pool.parallel_for(static_cast<int64_t>(chunks.size()), [&](int64_t c) {
+  pool.parallel_for_shares(static_cast<int64_t>(chunks.size()), [&](int64_t c) {
     const Plan& p = plans[chunks[c].plan];
     const int64_t p0 = chunks[c].p0, p1 = chunks[c].p1;
     thread_local std::vector<CacheLine> panel_buf;  // this thread's packed chunk of an unprepared matrix

@@ -8,6 +8,9 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <map>
+#include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -75,8 +78,39 @@ TEST(ThreadPool, ParallelForRunsEveryItemOnce) {
       std::vector<std::atomic<int>> hits(static_cast<size_t>(items));
       pool.parallel_for(items, [&](int64_t i) { hits[i].fetch_add(1); });
       for (auto& h : hits) ASSERT_EQ(h.load(), 1);
+      pool.parallel_for_shares(items, [&](int64_t i) { hits[i].fetch_add(1); });
+      for (auto& h : hits) ASSERT_EQ(h.load(), 2);
     }
   }
+}
+
+// Each thread starts on its own contiguous share: once all three threads
+// are in (each one's first item waits for the others, so none can claim the
+// whole job alone), their first items are the three shares' starts, the
+// caller's being item 0.
+TEST(ThreadPool, ParallelForSharesStartsEachThreadOnItsShare) {
+  ThreadPool pool(3);
+  std::atomic<int> started{0};
+  std::mutex mu;
+  std::map<std::thread::id, std::vector<int64_t>> items_of;
+  pool.parallel_for_shares(30, [&](int64_t i) {
+    bool first;
+    {
+      std::lock_guard lock(mu);
+      auto& mine = items_of[std::this_thread::get_id()];
+      first = mine.empty();
+      mine.push_back(i);
+    }
+    if (first) {
+      started.fetch_add(1);
+      while (started.load() < 3) std::this_thread::yield();
+    }
+  });
+  ASSERT_EQ(items_of.size(), 3u);
+  std::set<int64_t> firsts;
+  for (const auto& [id, items] : items_of) firsts.insert(items.front());
+  EXPECT_EQ(firsts, (std::set<int64_t>{0, 10, 20}));
+  EXPECT_EQ(items_of[std::this_thread::get_id()].front(), 0);
 }
 
 // Alternating kinds of job, some with items that take long enough for a
@@ -90,10 +124,12 @@ TEST(ThreadPool, ParallelForAndRunInterleave) {
       pool.run([&](int, int) { runs.fetch_add(1); });
     } else {
       const int64_t n = round % 7;
-      pool.parallel_for(n, [&](int64_t) {
-        if (round % 100 == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+      auto item = [&](int64_t) {
+        if (round % 100 == 0 || round % 100 == 1) std::this_thread::sleep_for(std::chrono::microseconds(200));
         items.fetch_add(1);
-      });
+      };
+      if (round % 2 == 0) pool.parallel_for(n, item);
+      else pool.parallel_for_shares(n, item);
     }
   }
   int64_t want_items = 0;

@@ -9,6 +9,7 @@
 //   attention, ops, thread pool fork/join, read bandwidth, peak loops.
 //
 // Threads: LLMSERVE_THREADS (default: physical cores). ISA: LLMSERVE_ISA.
+#include <algorithm>
 #include <benchmark/benchmark.h>
 
 #include <cmath>
@@ -336,10 +337,19 @@ void BM_Softmax(benchmark::State& s) {
     kernels::softmax(o, n);
   });
 }
+// Greedy decoding's pick over a vocabulary, against the standard library's.
+void BM_Argmax(benchmark::State& s) {
+  op_bench(s, [](const float* a, const float*, int64_t n, float* o) { o[0] = static_cast<float>(kernels::argmax(a, n)); });
+}
+void BM_ArgmaxStdMaxElement(benchmark::State& s) {
+  op_bench(s, [](const float* a, const float*, int64_t n, float* o) { o[0] = static_cast<float>(std::max_element(a, a + n) - a); });
+}
 BENCHMARK(BM_RmsNorm)->Arg(2048)->Arg(2048 * 512);
 BENCHMARK(BM_SiluMul)->Arg(5632)->Arg(5632 * 512);
 BENCHMARK(BM_Add)->Arg(2048)->Arg(2048 * 512);
 BENCHMARK(BM_Softmax)->Arg(32000);
+BENCHMARK(BM_Argmax)->Arg(32000);
+BENCHMARK(BM_ArgmaxStdMaxElement)->Arg(32000);
 
 }  // namespace
 }  // namespace llmserve::bench

@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "gguf/types.h"
+#include "kernels/ops.h"
 #include "kernels/roofline.h"
 #include "model/runner.h"
 
@@ -100,7 +101,7 @@ void run_single_bench(const BenchOptions& o) {
     t0 = Clock::now();
     for (int i = 0; i < o.gen_tokens; ++i) {
       const auto logits = runner.eval({&next, 1});
-      next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      next = static_cast<int32_t>(kernels::argmax(logits.data(), static_cast<int64_t>(logits.size())));
     }
     tg.push_back(o.gen_tokens / seconds_since(t0));
     if (!o.json)

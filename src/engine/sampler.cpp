@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "core/error.h"
+#include "kernels/ops.h"
 
 namespace llmserve::engine {
 
@@ -25,7 +26,7 @@ void validate(const SamplingParams& p) {
 Sampler::Sampler(const SamplingParams& params) : p_(params), rng_(params.seed) { validate(p_); }
 
 int32_t argmax(std::span<const float> logits) {
-  return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  return static_cast<int32_t>(kernels::argmax(logits.data(), static_cast<int64_t>(logits.size())));
 }
 
 double Sampler::uniform() { return static_cast<double>(rng_() >> 11) * 0x1.0p-53; }

@@ -22,6 +22,23 @@ void rmsnorm(const float* x, const float* weight, float eps, int64_t dim, int64_
   for (int64_t r = 0; r < n_rows; ++r) f(x + r * dim, weight, eps, dim, y + r * dim);
 }
 
+int64_t argmax(const float* x, int64_t n) {
+  // The first block with the largest maximum, then the first position in it
+  // that holds the maximum: one pass over x, a vector at a time, and a short
+  // scan (a scan of all of x for the maximum cost as much as the max itself).
+  constexpr int64_t kBlock = 256;
+  const auto max_value = ops_kernels(active_isa()).max_value;
+  int64_t best_block = 0;
+  float best = max_value(x, std::min(n, kBlock));
+  for (int64_t b = kBlock; b < n; b += kBlock) {
+    const float m = max_value(x + b, std::min(n - b, kBlock));
+    if (m > best) best = m, best_block = b;
+  }
+  const float* block_end = x + std::min(n, best_block + kBlock);
+  const float* first = std::find(x + best_block, block_end, best);
+  return first != block_end ? first - x : best_block;  // not found: a NaN maximum
+}
+
 void softmax(float* x, int64_t n) { ops_kernels(active_isa()).softmax(x, n); }
 
 void silu_mul(const float* gate, const float* up, int64_t n, float* out) {

@@ -42,10 +42,15 @@ void rmsnorm(const float* x, const float* weight, float eps, int64_t dim, float*
 }
 
 template <class VF>
-void softmax(float* x, int64_t n) {
+float max_value(const float* x, int64_t n) {
   VF mx = VF::set1(-INFINITY);
   for_each_vector<VF>(n, [&](int64_t i, int lanes) { mx = max(mx, keep_first(load<VF>(x + i, lanes), lanes, -INFINITY)); });
-  const VF m = VF::set1(mx.reduce_max());
+  return mx.reduce_max();
+}
+
+template <class VF>
+void softmax(float* x, int64_t n) {
+  const VF m = VF::set1(max_value<VF>(x, n));
   VF sum = VF::zero();
   for_each_vector<VF>(n, [&](int64_t i, int lanes) {
     const VF e = keep_first(exp(load<VF>(x + i, lanes) - m), lanes, 0.0f);
@@ -77,7 +82,7 @@ void to_f16(const float* x, int64_t n, uint16_t* out) {
 
 template <class VF>
 constexpr OpsKernels ops_table() {
-  return {rmsnorm<VF>, softmax<VF>, silu_mul<VF>, add<VF>, to_f16<VF>};
+  return {rmsnorm<VF>, max_value<VF>, softmax<VF>, silu_mul<VF>, add<VF>, to_f16<VF>};
 }
 
 }  // namespace llmserve::kernels::ops_impl

@@ -8,6 +8,7 @@ namespace llmserve::kernels {
 
 struct OpsKernels {
   void (*rmsnorm)(const float* x, const float* weight, float eps, int64_t dim, float* y);
+  float (*max_value)(const float* x, int64_t n);
   void (*softmax)(float* x, int64_t n);
   void (*silu_mul)(const float* gate, const float* up, int64_t n, float* out);
   void (*add)(const float* a, const float* b, int64_t n, float* out);

@@ -4,6 +4,7 @@
 // 1e-5 for sums over a row).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -60,6 +61,29 @@ TEST_P(OpsTest, Softmax) {
   softmax(masked.data(), 4);
   EXPECT_EQ(masked[1], 0.0f);
   EXPECT_NEAR(masked[0] + masked[2], 1.0f, 1e-6);
+}
+
+TEST_P(OpsTest, Argmax) {
+  IsaGuard guard(GetParam());
+  std::mt19937 rng(6);
+  for (int64_t n : kSizes) {
+    auto x = random_floats(rng, n, 3.0f);
+    EXPECT_EQ(argmax(x.data(), n), std::max_element(x.begin(), x.end()) - x.begin()) << "n " << n;
+    const float top = *std::max_element(x.begin(), x.end()) + 1.0f;
+    x[static_cast<size_t>(n - 1)] = top;  // in the last, partial vector
+    EXPECT_EQ(argmax(x.data(), n), n - 1) << "n " << n;
+    x[static_cast<size_t>(n / 2)] = top;  // a tie: the first wins
+    EXPECT_EQ(argmax(x.data(), n), n / 2) << "n " << n;
+  }
+  const std::vector<float> masked = {-INFINITY, -INFINITY, -3.0f, INFINITY, INFINITY};
+  EXPECT_EQ(argmax(masked.data(), 2), 0);
+  EXPECT_EQ(argmax(masked.data(), 3), 2);
+  EXPECT_EQ(argmax(masked.data(), 5), 3);
+  const std::vector<float> with_nan = {1.0f, NAN, 2.0f, NAN};
+  for (int64_t n = 1; n <= 4; ++n) {
+    const int64_t i = argmax(with_nan.data() + 4 - n, n);
+    EXPECT_TRUE(i >= 0 && i < n) << "n " << n;
+  }
 }
 
 TEST_P(OpsTest, SiluMul) {

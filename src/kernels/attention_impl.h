@@ -126,29 +126,64 @@ void load_rows(const AttentionCall& c, const uint8_t* base, const AttentionSeq& 
 // with float rows it dots and accumulates straight from the cache instead
 // of converting a block into f32 rows and transposing it:
 //   s[j] = q . K_j for the block's keys;  o += p_j V_j.
+// s[r] = q . K_r for R rows at once: R independent FMA chains and
+// reductions in flight instead of one row's whole latency at a time.
+template <class VF, int R, class T>
+void dot_rows(const T* const* rows, const float* q, int hd, float* s) {
+  VF acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = VF::zero();
+  for (int d = 0; d < hd; d += VF::N) {
+    const VF qd = VF::load(q + d);
+    for (int r = 0; r < R; ++r) acc[r] = fma(qd, load_head<VF>(rows[r], d, hd), acc[r]);
+  }
+  for (int r = 0; r < R; ++r) s[r] = acc[r].reduce_add();
+}
+
+// Pointers to KV head `kv_head` of n <= VF::N rows (one key block).
+template <class VF, class T>
+void head_rows(const AttentionCall& c, const uint8_t* base, const AttentionSeq& seq, int64_t pos, int n, int kv_head,
+               const T** rows) {
+  const int64_t first = static_cast<int64_t>(kv_head) * c.shape.head_dim;
+  for_each_row(c, base, seq, pos, n, kv_head,
+               [&](int j, const uint8_t* row) { rows[j] = reinterpret_cast<const T*>(row) + first; });
+}
+
 template <class VF, class T>
 void lone_scores(const AttentionCall& c, const AttentionSeq& seq, int64_t pos, int n, int kv_head, const float* q,
                  float* s) {
-  const int hd = c.shape.head_dim;
-  const int64_t first = static_cast<int64_t>(kv_head) * hd;
-  for_each_row(c, c.k, seq, pos, n, kv_head, [&](int j, const uint8_t* row) {
-    const T* k = reinterpret_cast<const T*>(row) + first;
-    VF acc = VF::zero();
-    for (int d = 0; d < hd; d += VF::N) acc = fma(VF::load(q + d), load_head<VF>(k, d, hd), acc);
-    s[j] = acc.reduce_add();
-  });
+  const T* rows[VF::N];
+  head_rows<VF>(c, c.k, seq, pos, n, kv_head, rows);
+  constexpr int kRows = 4;
+  int j = 0;
+  for (; j + kRows <= n; j += kRows) dot_rows<VF, kRows>(rows + j, q, c.shape.head_dim, s + j);
+  for (; j < n; ++j) dot_rows<VF, 1>(rows + j, q, c.shape.head_dim, s + j);
 }
 
+// o[d, d + V N) += sum_j p[j] V_j[d, ..), accumulated in registers across
+// the rows: a store and reload of o per row would chain every row's FMAs
+// through memory (store forwarding), the bottleneck of decode attention.
+template <class VF, int V, class T>
+void pv_columns(const T* const* rows, int n, const float* p, int64_t d, int hd, float* o) {
+  VF acc[V];
+  for (int u = 0; u < V; ++u) acc[u] = VF::load(o + d + u * VF::N);
+  for (int j = 0; j < n; ++j) {
+    const VF pj = VF::set1(p[j]);
+    for (int u = 0; u < V; ++u) acc[u] = fma(pj, load_head<VF>(rows[j], d + u * VF::N, hd), acc[u]);
+  }
+  for (int u = 0; u < V; ++u) acc[u].store(o + d + u * VF::N);
+}
+
+// n <= VF::N rows (one key block).
 template <class VF, class T>
 void lone_pv(const AttentionCall& c, const AttentionSeq& seq, int64_t pos, int n, int kv_head, const float* p,
              float* o) {
   const int hd = c.shape.head_dim;
-  const int64_t first = static_cast<int64_t>(kv_head) * hd;
-  for_each_row(c, c.v, seq, pos, n, kv_head, [&](int j, const uint8_t* row) {
-    const T* v = reinterpret_cast<const T*>(row) + first;
-    const VF pj = VF::set1(p[j]);
-    for (int d = 0; d < hd; d += VF::N) fma(pj, load_head<VF>(v, d, hd), VF::load(o + d)).store(o + d);
-  });
+  const T* rows[VF::N];
+  head_rows<VF>(c, c.v, seq, pos, n, kv_head, rows);
+  constexpr int kVectors = 4;  // 64 columns on AVX-512: a common head_dim in one pass
+  int64_t d = 0;
+  for (; d + kVectors * VF::N <= hd; d += kVectors * VF::N) pv_columns<VF, kVectors>(rows, n, p, d, hd, o);
+  for (; d < hd; d += VF::N) pv_columns<VF, 1>(rows, n, p, d, hd, o);
 }
 
 // S[i..i+R) = Qs[i..i+R) . KT  (one vector of N scores per row).

@@ -85,25 +85,29 @@ void run_single_bench(const BenchOptions& o) {
     if (o.depth > 0) runner.eval(context);
   };
 
-  // Each repetition measures bandwidth, prefill and decode back to back, so
-  // the fractions compare numbers taken under the same machine conditions.
+  // Each repetition reads the probe right before and right after its decode
+  // run and takes the mean as its bandwidth, so roofline_frac sets decode
+  // against the memory as it was during the decode (on a shared host the
+  // bandwidth moves by tens of percent within seconds).
+  kernels::ReadProbe probe(pool, kBandwidthBytes);
   std::vector<double> bw, pp, tg;
   if (!o.json)
     std::printf("%-4s %12s %12s %12s %10s\n", "rep", "read GB/s", "pp tok/s", "tg tok/s", "roofline");
   for (int r = 0; r < o.reps; ++r) {
-    bw.push_back(kernels::measure_read_bandwidth(pool, kBandwidthBytes, 1));
     fill_context();
     auto t0 = Clock::now();
     runner.eval(prompt);
     pp.push_back(o.prompt_tokens / seconds_since(t0));
     fill_context();
     int32_t next = prompt[0];
+    const double bw_before = probe.gbs();
     t0 = Clock::now();
     for (int i = 0; i < o.gen_tokens; ++i) {
       const auto logits = runner.eval({&next, 1});
       next = static_cast<int32_t>(kernels::argmax(logits.data(), static_cast<int64_t>(logits.size())));
     }
     tg.push_back(o.gen_tokens / seconds_since(t0));
+    bw.push_back((bw_before + probe.gbs()) / 2);
     if (!o.json)
       std::printf("%-4d %12.2f %12.1f %12.2f %10.3f\n", r, bw.back(), pp.back(), tg.back(),
                   tg.back() * fp.bytes / (bw.back() * 1e9));

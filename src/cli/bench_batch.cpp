@@ -86,8 +86,9 @@ void run_batch_bench(const BenchOptions& o) {
   std::mt19937 rng(7);
   std::vector<std::vector<double>> step_ms(batches.size());
   std::vector<double> bandwidth;
+  kernels::ReadProbe probe(pool, size_t{1} << 30);
   for (int r = 0; r < o.reps; ++r) {
-    bandwidth.push_back(kernels::measure_read_bandwidth(pool, size_t{1} << 30, 1));
+    bandwidth.push_back(probe.gbs());
     for (size_t i = 0; i < batches.size(); ++i) step_ms[i].push_back(median(run_batch(eng, batches[i], prompt_len, gen_len, rng)));
   }
   const double bw = median(bandwidth);

@@ -6,7 +6,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <memory>
 
 #include "core/error.h"
 #include "core/thread_pool.h"
@@ -44,17 +43,23 @@ constexpr int64_t kComputeIters = 20'000'000;
 
 }  // namespace
 
-double measure_read_bandwidth(ThreadPool& pool, size_t bytes, int reps) {
-  const RooflineKernels& k = roofline_kernels(active_isa());
-  const int n = pool.size();
-  const size_t slice = std::max<size_t>(bytes / n / 256 * 256, 256);
-  std::unique_ptr<uint8_t, decltype(&std::free)> buf(static_cast<uint8_t*>(allocate_large(slice * n)), &std::free);
-  if (!buf) throw Error("measure_read_bandwidth: cannot allocate " + std::to_string(slice * n) + " bytes");
+ReadProbe::ReadProbe(ThreadPool& pool, size_t bytes)
+    : pool_(pool), slice_(std::max<size_t>(bytes / pool.size() / 256 * 256, 256)) {
+  buf_ = static_cast<uint8_t*>(allocate_large(slice_ * pool.size()));
+  if (!buf_) throw Error("read bandwidth probe: cannot allocate " + std::to_string(slice_ * pool.size()) + " bytes");
   // First touch by the reading thread puts each page near it (NUMA).
-  pool.run([&](int i, int) { std::memset(buf.get() + slice * i, i + 1, slice); });
-  const double s = best_seconds(pool, std::max(reps, 1), [&](int i, int) { return k.read(buf.get() + slice * i, slice); });
-  return static_cast<double>(slice * n) / s / 1e9;
+  pool.run([&](int i, int) { std::memset(buf_ + slice_ * i, i + 1, slice_); });
 }
+
+ReadProbe::~ReadProbe() { std::free(buf_); }
+
+double ReadProbe::gbs(int reps) {
+  const RooflineKernels& k = roofline_kernels(active_isa());
+  const double s = best_seconds(pool_, std::max(reps, 1), [&](int i, int) { return k.read(buf_ + slice_ * i, slice_); });
+  return static_cast<double>(slice_ * pool_.size()) / s / 1e9;
+}
+
+double measure_read_bandwidth(ThreadPool& pool, size_t bytes, int reps) { return ReadProbe(pool, bytes).gbs(reps); }
 
 double measure_peak_int8_gops(ThreadPool& pool) {
   const RooflineKernels& k = roofline_kernels(active_isa());

@@ -51,9 +51,12 @@ __m512i dot4(__m512i acc, __m512i u, const int8_t* s) {
   }
 }
 
-// Each group of a panel is fetched kPrefetchBytes ahead of use. Decode reads
-// each weight once, and the prefetches keep more cache-line misses in flight
-// than the kernel's own loads would (measured: +10-30% of read bandwidth).
+// A group of a panel, fetched kPrefetchBytes ahead of use (Format::kPrefetch).
+// Each thread streams a contiguous share of a call's panels
+// (ThreadPool::parallel_for_shares), which the hardware prefetchers follow
+// well enough for Q8_0 and Q4_0: prefetching cost their decode 8-10%. The
+// K-quants, with more work per byte, read at 0.80-1.18 of the bandwidth
+// with it and 0.51-0.78 without (bench_kernels matvec/q4_k|q6_k, 3 rounds).
 template <int64_t kBytes>
 void prefetch(const uint8_t* p) {
   for (int l = 0; l < kBytes; l += 64) _mm_prefetch(reinterpret_cast<const char*>(p + l), _MM_HINT_T0);
@@ -116,7 +119,7 @@ void unpack_nibbles(const uint8_t* p, __m512i* g) {
 // kLowShift bits up (see quant_tile); m_lo is then unused.
 struct Q8_0 {
   static constexpr const QuantLayout& kLayout = kQ8_0Layout;
-  static constexpr bool kTwoScales = false, kFoldedOffset = true;
+  static constexpr bool kTwoScales = false, kFoldedOffset = true, kPrefetch = false;
   static constexpr int kLowShift = 0;
   static void load(const uint8_t* panel, int64_t b, Block& k) {
     for (int j = 0; j < 8; ++j) k.g[j] = _mm512_load_si512(panel + kLayout.codes(b) + 64 * j);
@@ -126,7 +129,7 @@ struct Q8_0 {
 
 struct Q4_0 {
   static constexpr const QuantLayout& kLayout = kQ4_0Layout;
-  static constexpr bool kTwoScales = false, kFoldedOffset = true;
+  static constexpr bool kTwoScales = false, kFoldedOffset = true, kPrefetch = false;
   static constexpr int kLowShift = 4;
   static void load(const uint8_t* panel, int64_t b, Block& k) {
     nibbles_hi16(panel + kLayout.codes(b), k.g);
@@ -143,7 +146,7 @@ __m512 i8x16_to_ps(const uint8_t* p) {
 
 struct Q4_K {
   static constexpr const QuantLayout& kLayout = kQ4_KLayout;
-  static constexpr bool kTwoScales = false, kFoldedOffset = false;
+  static constexpr bool kTwoScales = false, kFoldedOffset = false, kPrefetch = true;
   static void load(const uint8_t* panel, int64_t b, Block& k) {
     const int64_t c = b % 8;
     unpack_nibbles(panel + kLayout.codes(b), k.g);
@@ -155,7 +158,7 @@ struct Q4_K {
 
 struct Q6_K {
   static constexpr const QuantLayout& kLayout = kQ6_KLayout;
-  static constexpr bool kTwoScales = true, kFoldedOffset = false;
+  static constexpr bool kTwoScales = true, kFoldedOffset = false, kPrefetch = true;
   static void load(const uint8_t* panel, int64_t b, Block& k) {
     const int64_t c = b % 8;
     const uint8_t* codes = panel + kLayout.codes(b);
@@ -223,7 +226,7 @@ void quant_tile(const PanelArgs& a, int64_t t0) {
     for (int64_t i = 0; i < kGroupBlocks && b0 + i < nb; ++i) {
       // Issued from inside the block loop: written before it, GCC 12 kept it
       // for the first group only.
-      if (i == 0) prefetch<layout.group_bytes>(group + kPrefetchBytes);
+      if (Format::kPrefetch && i == 0) prefetch<layout.group_bytes>(group + kPrefetchBytes);
       Block k;
       Format::load(group, i, k);
       for (int t = 0; t < T; ++t) accumulate_block<Format, T>(k, x + t * nb + i, acc[t], off[t]);

@@ -43,20 +43,38 @@ constexpr int64_t kComputeIters = 20'000'000;
 
 }  // namespace
 
-ReadProbe::ReadProbe(ThreadPool& pool, size_t bytes)
-    : pool_(pool), slice_(std::max<size_t>(bytes / pool.size() / 256 * 256, 256)) {
-  buf_ = static_cast<uint8_t*>(allocate_large(slice_ * pool.size()));
-  if (!buf_) throw Error("read bandwidth probe: cannot allocate " + std::to_string(slice_ * pool.size()) + " bytes");
-  // First touch by the reading thread puts each page near it (NUMA).
-  pool.run([&](int i, int) { std::memset(buf_ + slice_ * i, i + 1, slice_); });
+ReadProbe::ReadProbe(ThreadPool& pool, size_t bytes) : pool_(pool), bytes_(std::max<size_t>((bytes + 255) / 256 * 256, 256)) {
+  buf_ = static_cast<uint8_t*>(allocate_large(bytes_));
+  if (!buf_) throw Error("read bandwidth probe: cannot allocate " + std::to_string(bytes_) + " bytes");
+  // First touch in the order the reads will go, so a page sits near the
+  // thread that mostly reads it (NUMA).
+  for_each_chunk([&](uint8_t* p, size_t n) {
+    std::memset(p, 1, n);
+    return uint64_t{0};
+  });
 }
 
 ReadProbe::~ReadProbe() { std::free(buf_); }
 
+template <class F>
+void ReadProbe::for_each_chunk(F fn) {
+  const auto n_chunks = static_cast<int64_t>((bytes_ + kChunkBytes - 1) / kChunkBytes);
+  std::atomic<uint64_t> sink{0};
+  pool_.parallel_for_shares(n_chunks, [&](int64_t c) {
+    const size_t offset = static_cast<size_t>(c) * kChunkBytes;
+    sink.fetch_xor(fn(buf_ + offset, std::min(kChunkBytes, bytes_ - offset)), std::memory_order_relaxed);
+  });
+}
+
 double ReadProbe::gbs(int reps) {
   const RooflineKernels& k = roofline_kernels(active_isa());
-  const double s = best_seconds(pool_, std::max(reps, 1), [&](int i, int) { return k.read(buf_ + slice_ * i, slice_); });
-  return static_cast<double>(slice_ * pool_.size()) / s / 1e9;
+  double best = 1e30;
+  for (int r = 0; r < std::max(reps, 1); ++r) {
+    const auto start = std::chrono::steady_clock::now();
+    for_each_chunk([&](const uint8_t* p, size_t n) { return k.read(p, n); });
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  return static_cast<double>(bytes_) / best / 1e9;
 }
 
 double measure_read_bandwidth(ThreadPool& pool, size_t bytes, int reps) { return ReadProbe(pool, bytes).gbs(reps); }

@@ -7,10 +7,7 @@
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 
-#include <chrono>
 namespace llmserve::model {
-double g_t[8];
-struct Tm { int k; std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now(); ~Tm() { g_t[k] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); } };
 
 namespace {
 
@@ -71,7 +68,6 @@ void ModelRunner::check(std::span<const SeqBatch> batch) const {
 }
 
 std::span<float> ModelRunner::forward(std::span<const SeqBatch> batch) {
-  Tm total{0};
   check(batch);
   const HParams& hp = m_.hparams();
   const Weights& w = m_.weights();
@@ -102,7 +98,7 @@ std::span<float> ModelRunner::forward(std::span<const SeqBatch> batch) {
     for_rows(pool_, n, [&](int a, int b) {
       kernels::rmsnorm(&x_[size_t(a) * dim], lw.attn_norm.data(), hp.rms_eps, dim, b - a, &xn_[size_t(a) * dim]);
     });
-    { Tm tm{1}; kernels::matmul({{&lw.wq, q_.data()}, {&lw.wk, k_.data()}, {&lw.wv, v_.data()}}, xn_.data(), n, pool_); }
+    kernels::matmul({{&lw.wq, q_.data()}, {&lw.wk, k_.data()}, {&lw.wv, v_.data()}}, xn_.data(), n, pool_);
     add_bias(q_.data(), lw.bq, n);
     add_bias(k_.data(), lw.bk, n);
     add_bias(v_.data(), lw.bv, n);
@@ -113,19 +109,19 @@ std::span<float> ModelRunner::forward(std::span<const SeqBatch> batch) {
       }
     });
     kv_.store(l, k_.data(), v_.data(), slots_.data(), n);
-    { Tm tm{2}; kernels::attention(shape, kv_.layout(), kv_.k(l), kv_.v(l), attn_seqs_.data(), static_cast<int>(attn_seqs_.size()),
-                       pool_); }
-    { Tm tm{1}; kernels::matmul(lw.wo, att_.data(), n, out_.data(), pool_); }
+    kernels::attention(shape, kv_.layout(), kv_.k(l), kv_.v(l), attn_seqs_.data(), static_cast<int>(attn_seqs_.size()),
+                       pool_);
+    kernels::matmul(lw.wo, att_.data(), n, out_.data(), pool_);
     kernels::add(x_.data(), out_.data(), static_cast<int64_t>(n) * dim, x_.data());
 
     for_rows(pool_, n, [&](int a, int b) {
       kernels::rmsnorm(&x_[size_t(a) * dim], lw.ffn_norm.data(), hp.rms_eps, dim, b - a, &xn_[size_t(a) * dim]);
     });
-    { Tm tm{1}; kernels::matmul({{&lw.w_gate, gate_.data()}, {&lw.w_up, up_.data()}}, xn_.data(), n, pool_); }
+    kernels::matmul({{&lw.w_gate, gate_.data()}, {&lw.w_up, up_.data()}}, xn_.data(), n, pool_);
     for_rows(pool_, n, [&](int a, int b) {
       kernels::silu_mul(&gate_[size_t(a) * ffn], &up_[size_t(a) * ffn], int64_t(b - a) * ffn, &gate_[size_t(a) * ffn]);
     });
-    { Tm tm{1}; kernels::matmul(lw.w_down, gate_.data(), n, out_.data(), pool_); }
+    kernels::matmul(lw.w_down, gate_.data(), n, out_.data(), pool_);
     kernels::add(x_.data(), out_.data(), static_cast<int64_t>(n) * dim, x_.data());
   }
 
@@ -135,7 +131,7 @@ std::span<float> ModelRunner::forward(std::span<const SeqBatch> batch) {
   for (int i = 0; i < n_out; ++i)
     kernels::rmsnorm(&x_[size_t(logit_rows_[i]) * dim], w.output_norm.data(), hp.rms_eps, dim, 1, &xn_[size_t(i) * dim]);
   logits_.resize(static_cast<size_t>(n_out) * hp.n_vocab);  // grows to its steady size once
-  { Tm tm{3}; kernels::matmul(w.output, xn_.data(), n_out, logits_.data(), pool_); }
+  kernels::matmul(w.output, xn_.data(), n_out, logits_.data(), pool_);
   return logits_;
 }
 

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <benchmark/benchmark.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -167,7 +168,11 @@ void register_matmuls() {
 
 // All the matvecs of one decode step of a llama-shaped model, in order (each
 // layer its own weights, so nothing stays cached): the ceiling a forward pass
-// can reach. tok/s, and "roofline" = achieved over read bandwidth.
+// can reach. tok/s, and "roofline" = achieved over read bandwidth. With the
+// weights in one allocation, every iteration also reads those same bytes
+// with the bandwidth probe's plain loop (kernels::read_seconds), untimed:
+// "vs_plain_read" = the decode step's bytes/s over that loop's, the
+// yardstick without the question of which buffer the probe got.
 struct ModelShape {
   const char* name;
   int64_t dim, hidden, kv_dim, vocab, layers;
@@ -218,8 +223,18 @@ void decode_matmuls(benchmark::State& state, ModelShape m, TensorType type, bool
     if (!(grouped && shapes[i].same_call)) calls.emplace_back();
     calls.back().push_back({&ws[i], y.data() + calls.back().size() * max_rows});
   }
-  for (auto _ : state)
+  double decode_seconds = 0, read_seconds = 0;
+  for (auto _ : state) {
+    const auto start = std::chrono::steady_clock::now();
     for (const auto& call : calls) kernels::matmul(call, x.data(), 1, pool());
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    state.SetIterationTime(s);
+    decode_seconds += s;
+    if (arena) read_seconds += kernels::read_seconds(pool(), storage[0].data(), storage[0].size() / 256 * 256);
+  }
+  if (arena)
+    state.counters["vs_plain_read"] =
+        (static_cast<double>(bytes) / decode_seconds) / (static_cast<double>(storage[0].size() / 256 * 256) / read_seconds);
   state.counters["tok/s"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
   state.counters["roofline"] = benchmark::Counter(
       static_cast<double>(bytes) * state.iterations() / (read_bandwidth_gbs() * 1e9), benchmark::Counter::kIsRate);
@@ -240,7 +255,7 @@ void register_decode_chains() {
         benchmark::RegisterBenchmark(
             (std::string("decode_matmuls/") + m.name + "/" + std::string(gguf::type_info(t)->name) + "/" + v.name).c_str(),
             decode_matmuls, m, t, v.grouped, v.arena)
-            ->UseRealTime()
+            ->UseManualTime()
             ->Unit(benchmark::kMillisecond);
 }
 

@@ -43,37 +43,47 @@ constexpr int64_t kComputeIters = 20'000'000;
 
 }  // namespace
 
+namespace {
+
+constexpr size_t kChunkBytes = size_t{1} << 20;
+
+// fn(chunk, chunk_bytes) -> uint64_t on every chunk of [p, p + bytes), on
+// all threads, handed out with parallel_for_shares.
+template <class T, class F>
+void for_each_chunk(ThreadPool& pool, T* p, size_t bytes, F fn) {
+  const auto n_chunks = static_cast<int64_t>((bytes + kChunkBytes - 1) / kChunkBytes);
+  std::atomic<uint64_t> sink{0};
+  pool.parallel_for_shares(n_chunks, [&](int64_t c) {
+    const size_t offset = static_cast<size_t>(c) * kChunkBytes;
+    sink.fetch_xor(fn(p + offset, std::min(kChunkBytes, bytes - offset)), std::memory_order_relaxed);
+  });
+}
+
+}  // namespace
+
+double read_seconds(ThreadPool& pool, const uint8_t* p, size_t bytes) {
+  const RooflineKernels& k = roofline_kernels(active_isa());
+  const auto start = std::chrono::steady_clock::now();
+  for_each_chunk(pool, p, bytes, [&](const uint8_t* chunk, size_t n) { return k.read(chunk, n); });
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 ReadProbe::ReadProbe(ThreadPool& pool, size_t bytes) : pool_(pool), bytes_(std::max<size_t>((bytes + 255) / 256 * 256, 256)) {
   buf_ = static_cast<uint8_t*>(allocate_large(bytes_));
   if (!buf_) throw Error("read bandwidth probe: cannot allocate " + std::to_string(bytes_) + " bytes");
   // First touch in the order the reads will go, so a page sits near the
   // thread that mostly reads it (NUMA).
-  for_each_chunk([&](uint8_t* p, size_t n) {
-    std::memset(p, 1, n);
+  for_each_chunk(pool, buf_, bytes_, [](uint8_t* chunk, size_t n) {
+    std::memset(chunk, 1, n);
     return uint64_t{0};
   });
 }
 
 ReadProbe::~ReadProbe() { std::free(buf_); }
 
-template <class F>
-void ReadProbe::for_each_chunk(F fn) {
-  const auto n_chunks = static_cast<int64_t>((bytes_ + kChunkBytes - 1) / kChunkBytes);
-  std::atomic<uint64_t> sink{0};
-  pool_.parallel_for_shares(n_chunks, [&](int64_t c) {
-    const size_t offset = static_cast<size_t>(c) * kChunkBytes;
-    sink.fetch_xor(fn(buf_ + offset, std::min(kChunkBytes, bytes_ - offset)), std::memory_order_relaxed);
-  });
-}
-
 double ReadProbe::gbs(int reps) {
-  const RooflineKernels& k = roofline_kernels(active_isa());
   double best = 1e30;
-  for (int r = 0; r < std::max(reps, 1); ++r) {
-    const auto start = std::chrono::steady_clock::now();
-    for_each_chunk([&](const uint8_t* p, size_t n) { return k.read(p, n); });
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  }
+  for (int r = 0; r < std::max(reps, 1); ++r) best = std::min(best, read_seconds(pool_, buf_, bytes_));
   return static_cast<double>(bytes_) / best / 1e9;
 }
 

@@ -13,14 +13,17 @@ class ThreadPool;
 
 namespace llmserve::kernels {
 
-// Streaming reads of a `bytes` buffer by all of the pool's threads, in
-// chunks handed out as decode hands out weight panels: each thread starts on
-// its own contiguous share and helps with the others' when done, so a thread
-// slowed by another tenant does not leave the rest of the buffer unread
-// while the clock runs (a fixed split read up to 4x lower on this host).
-// Kept for repeated measurements: allocating and touching 1 GiB costs far
-// more than reading it, and a buffer that lives as long as the run is what
-// the weights are.
+// Seconds one streaming read of [p, p + bytes) takes on all of the pool's
+// threads (p 64-byte aligned, bytes a multiple of 256). The bytes go in
+// 1 MiB chunks handed out as decode hands out weight panels: each thread
+// starts on its own contiguous share and helps with the others' when done,
+// so a thread slowed by another tenant does not leave the rest unread while
+// the clock runs (a fixed split read up to 4x lower on this host).
+double read_seconds(ThreadPool& pool, const uint8_t* p, size_t bytes);
+
+// read_seconds() of a `bytes` buffer of its own. Kept for repeated
+// measurements: allocating and touching 1 GiB costs far more than reading
+// it, and a buffer that lives as long as the run is what the weights are.
 class ReadProbe {
  public:
   ReadProbe(ThreadPool& pool, size_t bytes);
@@ -31,11 +34,6 @@ class ReadProbe {
   double gbs(int reps = 1);
 
  private:
-  static constexpr size_t kChunkBytes = size_t{1} << 20;
-  // fn(chunk, bytes) -> uint64_t on every chunk, all threads.
-  template <class F>
-  void for_each_chunk(F fn);
-
   ThreadPool& pool_;
   size_t bytes_;  // a multiple of 256 (the read loops' step)
   uint8_t* buf_;

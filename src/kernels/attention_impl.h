@@ -122,10 +122,6 @@ void load_rows(const AttentionCall& c, const uint8_t* base, const AttentionSeq& 
   }
 }
 
-// A lone query row (decode without GQA) reads each key and value once, so
-// with float rows it dots and accumulates straight from the cache instead
-// of converting a block into f32 rows and transposing it:
-//   s[j] = q . K_j for the block's keys;  o += p_j V_j.
 // s[r] = q . K_r for R rows at once: R independent FMA chains and
 // reductions in flight instead of one row's whole latency at a time.
 template <class VF, int R, class T>
@@ -148,6 +144,10 @@ void head_rows(const AttentionCall& c, const uint8_t* base, const AttentionSeq& 
                [&](int j, const uint8_t* row) { rows[j] = reinterpret_cast<const T*>(row) + first; });
 }
 
+// A lone query row (decode without GQA) reads each key and value once, so
+// with float rows it dots and accumulates straight from the cache instead
+// of converting a block into f32 rows and transposing it:
+//   s[j] = q . K_j for the block's keys;  o += p_j V_j.
 template <class VF, class T>
 void lone_scores(const AttentionCall& c, const AttentionSeq& seq, int64_t pos, int n, int kv_head, const float* q,
                  float* s) {

@@ -41,10 +41,6 @@ double best_seconds(ThreadPool& pool, int reps, F fn) {
 // Loop iterations per run: tens of milliseconds at this machine's rates.
 constexpr int64_t kComputeIters = 20'000'000;
 
-}  // namespace
-
-namespace {
-
 constexpr size_t kChunkBytes = size_t{1} << 20;
 
 // fn(chunk, chunk_bytes) -> uint64_t on every chunk of [p, p + bytes), on

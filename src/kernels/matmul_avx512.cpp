@@ -94,8 +94,9 @@ struct Block {
 };
 
 // Q4_0's nibbles without shifting the high ones down: g[j + 4] holds 16
-// times the codes (the kernel scales the low sums up by 16 to match), so
-// w = d * (n - 8) = (d / 16) * (16 n - 128), the offset of Q8_0's codes.
+// times the codes, so their sums, with Q8_0's offset of -128 per code
+// (16 n - 128 = 16 (n - 8)), are 16 times what they stand for; the kernel
+// shifts them down once per block instead of every vector once.
 void nibbles_hi16(const uint8_t* p, __m512i* g) {
   const __m512i low4 = _mm512_set1_epi8(0x0f), high4 = _mm512_set1_epi8(static_cast<char>(0xf0));
   for (int j = 0; j < 4; ++j) {
@@ -115,12 +116,12 @@ void unpack_nibbles(const uint8_t* p, __m512i* g) {
   }
 }
 
-// kFoldedOffset: w = S * (code - 128) with the block's low-group sums taken
-// kLowShift bits up (see quant_tile); m_lo is then unused.
+// kFoldedOffset: w = S * (code - 128) with the block's high-group sums
+// taken kHighShift bits down (see accumulate_block); m_lo is then unused.
 struct Q8_0 {
   static constexpr const QuantLayout& kLayout = kQ8_0Layout;
   static constexpr bool kTwoScales = false, kFoldedOffset = true, kPrefetch = false;
-  static constexpr int kLowShift = 0;
+  static constexpr int kHighShift = 0;
   static void load(const uint8_t* panel, int64_t b, Block& k) {
     for (int j = 0; j < 8; ++j) k.g[j] = _mm512_load_si512(panel + kLayout.codes(b) + 64 * j);
     k.s_lo = load_f16x16(panel + kLayout.meta(b));
@@ -130,10 +131,10 @@ struct Q8_0 {
 struct Q4_0 {
   static constexpr const QuantLayout& kLayout = kQ4_0Layout;
   static constexpr bool kTwoScales = false, kFoldedOffset = true, kPrefetch = false;
-  static constexpr int kLowShift = 4;
+  static constexpr int kHighShift = 4;
   static void load(const uint8_t* panel, int64_t b, Block& k) {
     nibbles_hi16(panel + kLayout.codes(b), k.g);
-    k.s_lo = _mm512_mul_ps(load_f16x16(panel + kLayout.meta(b)), _mm512_set1_ps(1.0f / 16));
+    k.s_lo = load_f16x16(panel + kLayout.meta(b));
   }
 };
 
@@ -194,7 +195,8 @@ void accumulate_block(const Block& k, const Q8Act* x, __m512& acc, __m512& off) 
   for (int j = 0; j < 4; ++j) lo = dot4<T>(lo, k.g[j], x->qs + 4 * j);
   for (int j = 4; j < 8; ++j) hi = dot4<T>(hi, k.g[j], x->qs + 4 * j);
   if constexpr (Format::kFoldedOffset) {
-    const __m512i sum = _mm512_add_epi32(_mm512_slli_epi32(lo, Format::kLowShift), hi);
+    // hi is a multiple of 2^kHighShift (Q4_0: 16 n - 128 per code): exact.
+    const __m512i sum = _mm512_add_epi32(lo, _mm512_srai_epi32(hi, Format::kHighShift));
     acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(k.s_lo, _mm512_set1_ps(x->d)), acc);
   } else if constexpr (Format::kTwoScales) {
     const __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi), k.s_hi, _mm512_mul_ps(_mm512_cvtepi32_ps(lo), k.s_lo));

@@ -12,25 +12,26 @@
 //   For column group j (columns 4j..4j+3 of a block), one 64-byte vector
 //   holds byte [r*4 + i] = code of row r, column 4j+i: exactly the operand
 //   vpdpbusd multiplies with 4 broadcast activation bytes.
-// A panel is one stream of groups, each the scales of a few blocks followed
-// by their codes, 64-byte aligned (QuantLayout below), so decode reads it
-// front to back with nothing else in flight. Scales first: the kernels load
-// a block's scales along with its codes, and scales placed after the codes
-// made that one load jump ahead of the stream the prefetchers follow. Q4_0
-// decode ran 7% slower for it (tinyllama, `bench`), its kernel on one large
-// matrix 15% slower; Q8_0 measured the same either way.
+// A panel is one stream of groups, each the codes and scales of a few
+// blocks, 64-byte aligned (QuantLayout below), so decode reads it front to
+// back with nothing else in flight. Q8_0 and Q4_0 put the scales first: the
+// kernels load a block's scales along with its codes, and scales after the
+// codes made that one load jump ahead of the stream the prefetchers follow
+// (Q4_0 decode 7% slower in `bench`, its kernel on one large matrix 15%).
+// The K-quants, which prefetch in software, keep them last: first measured
+// the same for Q4_K and 18% slower for Q6_K (decode, one large matrix).
 //   q8_0: group = 2 blocks: f16 d[2][16], then codes [2][8 groups][64] =
 //         qs ^ 0x80                                       (S = d, M = 128 d)
 //   q4_0: group = 2 blocks: f16 d[2][16], then codes [2][4][64], byte = the
 //         original qs byte (low nibble: group j < 4, high nibble: group j + 4)
 //                                                          (S = d, M = 8 d)
-//   q4_k: group = 1 super-block: f16 d[16], f16 dmin[16], u8 sc[8][16],
-//         u8 m[8][16], then codes [8 blocks][4][64] nibbles as q4_0
+//   q4_k: group = 1 super-block: codes [8 blocks][4][64] nibbles as q4_0,
+//         then f16 d[16], f16 dmin[16], u8 sc[8][16], u8 m[8][16]
 //                                                   (S = d sc, M = dmin m)
-//   q6_k: group = 1 super-block: f16 d[16], i8 sc[16 sub-blocks of 16
-//         columns][16], 32 bytes padding, then codes [8 blocks][6][64]: 4
-//         nibble vectors as q4_0, then 2 vectors of the top 2 bits (vector h,
-//         bits 2s..2s+1 of byte r*4+i belong to group 4h+s)
+//   q6_k: group = 1 super-block: codes [8 blocks][6][64]: 4 nibble vectors
+//         as q4_0, then 2 vectors of the top 2 bits (vector h, bits 2s..2s+1
+//         of byte r*4+i belong to group 4h+s); then f16 d[16],
+//         i8 sc[16 sub-blocks of 16 columns][16], 32 bytes padding
 //                                                   (S = d sc, M = 32 S)
 // An odd last q8_0 / q4_0 block gets a zero partner.
 // Float formats: [cols][16] values (f32, f16 or bf16 bits).
@@ -56,19 +57,22 @@ struct QuantLayout {
   int64_t group_blocks;  // blocks per group
   int64_t group_bytes;   // 64-byte multiple
   int64_t code_bytes;    // per block
-  int64_t codes_offset;  // codes, from the group's start (the scales come first)
+  int64_t codes_offset;  // from the group's start
+  int64_t meta_offset;   // scales, from the group's start
   int64_t meta_stride;   // per block within the group (0: one record per group)
 
   constexpr int64_t codes(int64_t b) const {
     return b / group_blocks * group_bytes + codes_offset + b % group_blocks * code_bytes;
   }
-  constexpr int64_t meta(int64_t b) const { return b / group_blocks * group_bytes + b % group_blocks * meta_stride; }
+  constexpr int64_t meta(int64_t b) const {
+    return b / group_blocks * group_bytes + meta_offset + b % group_blocks * meta_stride;
+  }
   constexpr int64_t panel_bytes(int64_t nb) const { return (nb + group_blocks - 1) / group_blocks * group_bytes; }
 };
-constexpr QuantLayout kQ8_0Layout{2, 1088, 512, 64, 32};
-constexpr QuantLayout kQ4_0Layout{2, 576, 256, 64, 32};
-constexpr QuantLayout kQ4_KLayout{8, 2368, 256, 320, 0};
-constexpr QuantLayout kQ6_KLayout{8, 3392, 384, 320, 0};
+constexpr QuantLayout kQ8_0Layout{2, 1088, 512, 64, 0, 32};
+constexpr QuantLayout kQ4_0Layout{2, 576, 256, 64, 0, 32};
+constexpr QuantLayout kQ4_KLayout{8, 2368, 256, 0, 2048, 0};
+constexpr QuantLayout kQ6_KLayout{8, 3392, 384, 0, 3072, 0};
 // Offsets inside a K-quant group's scale record.
 constexpr int64_t kQ4_KDmin = 32, kQ4_KSc = 64, kQ4_KM = 192;
 constexpr int64_t kQ6_KSc = 32;

@@ -26,12 +26,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-constexpr size_t kBandwidthBytes = size_t{1} << 30;  // well beyond any cache
-
-bool is_float_type(gguf::TensorType t) {
-  return t == gguf::TensorType::F32 || t == gguf::TensorType::F16 || t == gguf::TensorType::BF16;
-}
-
 // Matmul FLOPs of a prompt of p tokens after d tokens of context, plus
 // causal attention's QK^T and PV (token i sees d + i + 1 keys).
 double prefill_flops(const model::Model& m, uint64_t matmul_params, int d, int p) {
@@ -42,6 +36,10 @@ double prefill_flops(const model::Model& m, uint64_t matmul_params, int d, int p
 }
 
 }  // namespace
+
+bool is_float_type(gguf::TensorType t) {
+  return t == gguf::TensorType::F32 || t == gguf::TensorType::F16 || t == gguf::TensorType::BF16;
+}
 
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
@@ -89,7 +87,7 @@ void run_single_bench(const BenchOptions& o) {
   // run and takes the mean as its bandwidth, so roofline_frac sets decode
   // against the memory as it was during the decode (on a shared host the
   // bandwidth moves by tens of percent within seconds).
-  kernels::ReadProbe probe(pool, kBandwidthBytes);
+  kernels::ReadProbe probe(pool, kReadProbeBytes);
   std::vector<double> bw, pp, tg;
   if (!o.json)
     std::printf("%-4s %12s %12s %12s %10s\n", "rep", "read GB/s", "pp tok/s", "tg tok/s", "roofline");

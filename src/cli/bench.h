@@ -1,7 +1,10 @@
 #pragma once
 // llmserve bench: the two halves share their flags and the machine's ceilings.
+#include <cstddef>
 #include <string>
 #include <vector>
+
+#include "gguf/types.h"
 
 namespace llmserve::cli {
 
@@ -24,9 +27,14 @@ struct MachineCeilings {
   double peak_f32_gflops = 0;
 };
 
+// The streaming-read probe's buffer: well beyond any cache.
+constexpr size_t kReadProbeBytes = size_t{1} << 30;
+
 void run_single_bench(const BenchOptions& o);  // bench.cpp
 void run_batch_bench(const BenchOptions& o);   // bench_batch.cpp
 
 double median(std::vector<double> v);
+// F32, F16, BF16: weights whose peak is the f32 FMA rate, not the int8 one.
+bool is_float_type(gguf::TensorType t);
 
 }  // namespace llmserve::cli

@@ -77,8 +77,7 @@ void run_batch_bench(const BenchOptions& o) {
   ThreadPool pool(config.threads);  // for the ceilings, measured between the engine's runs
   const model::MatmulFootprint fp = model::matmul_footprint(eng.model().weights());
   const gguf::TensorType wtype = eng.model().weights().layers[0].wq.type;
-  const bool float_weights = wtype == gguf::TensorType::F32 || wtype == gguf::TensorType::F16 ||
-                             wtype == gguf::TensorType::BF16;
+  const bool float_weights = is_float_type(wtype);
   const double peak_gops = float_weights ? kernels::measure_peak_f32_gflops(pool) : kernels::measure_peak_int8_gops(pool);
 
   // Repetitions interleave the batch sizes (1 2 4 .. 1 2 4 ..) so slow
@@ -86,7 +85,7 @@ void run_batch_bench(const BenchOptions& o) {
   std::mt19937 rng(7);
   std::vector<std::vector<double>> step_ms(batches.size());
   std::vector<double> bandwidth;
-  kernels::ReadProbe probe(pool, size_t{1} << 30);
+  kernels::ReadProbe probe(pool, kReadProbeBytes);
   for (int r = 0; r < o.reps; ++r) {
     bandwidth.push_back(probe.gbs());
     for (size_t i = 0; i < batches.size(); ++i) step_ms[i].push_back(median(run_batch(eng, batches[i], prompt_len, gen_len, rng)));

@@ -18,8 +18,9 @@
 // kernels load a block's scales along with its codes, and scales after the
 // codes made that one load jump ahead of the stream the prefetchers follow
 // (Q4_0 decode 7% slower in `bench`, its kernel on one large matrix 15%).
-// The K-quants, which prefetch in software, keep them last: first measured
-// the same for Q4_K and 18% slower for Q6_K (decode, one large matrix).
+// The K-quants, which prefetch in software, keep them last: with their
+// scales first, Q4_K decode measured the same and Q6_K 18% slower (one
+// large matrix).
 //   q8_0: group = 2 blocks: f16 d[2][16], then codes [2][8 groups][64] =
 //         qs ^ 0x80                                       (S = d, M = 128 d)
 //   q4_0: group = 2 blocks: f16 d[2][16], then codes [2][4][64], byte = the

@@ -47,6 +47,8 @@ struct alignas(64) CacheLine {
 // 1 MiB L2, leaving room for the chunk's panels).
 constexpr int64_t kDecodeChunkPanels = 8;
 constexpr int64_t kPrefillChunkPanels = 4;
+constexpr int64_t kTilePanels = kDecodeChunkPanels;  // chunks never straddle a tile
+static_assert(kTilePanels % kPrefillChunkPanels == 0);
 constexpr int64_t kActivationBlockBytes = 256 << 10;
 
 }  // namespace
@@ -70,12 +72,46 @@ void PackedWeights::Free::operator()(uint8_t* p) const { std::free(p); }
 
 namespace {
 
+// Column slice s of w (see ColumnSlices): the same rows, fewer columns.
+Matrix column_slice(const Matrix& w, const ColumnSlices& slices, int64_t s) {
+  const auto info = gguf::type_info(w.type);
+  Matrix out = w;
+  if (w.data) out.data += static_cast<size_t>(s * slices.width / info->block_elems) * info->block_bytes;
+  out.cols = slices.cols(s, w.cols);
+  out.packed = nullptr;
+  return out;
+}
+
+// Where slice s of panel q sits in prepared weights. The panels come in
+// tiles of kTilePanels, a decode chunk: a tile holds slice 0 of its panels,
+// then slice 1 of them, and so on, so a chunk is one stream front to back.
+// (Each slice as a panel set of its own made decode jump between slices
+// every chunk: no faster than no slices at all.)
+struct PackedLayout {
+  PanelFormat format;
+  int64_t cols, panels;
+  ColumnSlices slices;
+
+  PackedLayout(PanelFormat f, int64_t rows, int64_t c)
+      : format(f), cols(c), panels(panel_count(rows)), slices(column_slices(c)) {}
+  size_t slice_panel_bytes(int64_t s) const { return panel_bytes(format, slices.cols(s, cols)); }
+  // One panel, all its slices.
+  size_t whole_panel_bytes() const {
+    return (slices.count - 1) * slice_panel_bytes(0) + slice_panel_bytes(slices.count - 1);
+  }
+  size_t total_bytes() const { return panels * whole_panel_bytes(); }
+  size_t offset(int64_t q, int64_t s) const {
+    const int64_t first = q / kTilePanels * kTilePanels, in_tile = std::min(kTilePanels, panels - first);
+    return first * whole_panel_bytes() + in_tile * s * slice_panel_bytes(0) + (q - first) * slice_panel_bytes(s);
+  }
+};
+
 // Bytes of w's panels (a multiple of 64); 0 for types without a panel kernel.
 size_t packed_size(const Matrix& w) {
   check_shape(w);
   if (w.data == nullptr && w.rows > 0) throw Error("prepare: matrix without data");
   if (!has_own_panel_format(w.type)) return 0;
-  return static_cast<size_t>(panel_count(w.rows)) * panel_bytes(panel_format(w.type), w.cols);
+  return PackedLayout(panel_format(w.type), w.rows, w.cols).total_bytes();
 }
 
 // Packs w's panels at dst (packed_size(w) bytes) and points w.packed there.
@@ -84,13 +120,16 @@ void prepare_into(Matrix& w, uint8_t* dst, ThreadPool* pool) {
     w.packed = nullptr;
     return;
   }
-  const int64_t np = panel_count(w.rows);
-  const size_t pb = panel_bytes(panel_format(w.type), w.cols);
-  auto pack = [&](int64_t p) { pack_panel(w, p, dst + p * pb); };
+  const PackedLayout layout(panel_format(w.type), w.rows, w.cols);
+  std::vector<Matrix> slices;
+  for (int64_t s = 0; s < layout.slices.count; ++s) slices.push_back(column_slice(w, layout.slices, s));
+  auto pack = [&](int64_t q) {
+    for (int64_t s = 0; s < layout.slices.count; ++s) pack_panel(slices[s], q, dst + layout.offset(q, s));
+  };
   if (pool != nullptr) {
-    pool->parallel_for(np, pack);
+    pool->parallel_for(layout.panels, pack);
   } else {
-    for (int64_t p = 0; p < np; ++p) pack(p);
+    for (int64_t q = 0; q < layout.panels; ++q) pack(q);
   }
   w.packed = dst;
 }
@@ -121,12 +160,11 @@ namespace {
 struct Plan {
   const Matrix* w;
   float* y;
-  PanelFormat format;
+  PackedLayout layout;
   const uint8_t* packed;  // null: pack each chunk on the fly
-  size_t panel_bytes;
 };
 
-// Panels [p0, p1) of plans[plan]: the unit of work.
+// Panels [p0, p1) of plans[plan], all their column slices: the unit of work.
 struct Chunk {
   size_t plan;
   int64_t p0, p1;
@@ -158,12 +196,12 @@ void matmul(std::span<const MatmulTarget> targets, const float* x, int64_t n_tok
     check_shape(*t.w);
     if (t.w->cols != cols) throw Error("matmul: targets sharing an input must have the same number of columns");
     if (t.w->rows == 0) continue;
-    const PanelFormat format = panel_format(t.w->type);
-    plans.push_back({t.w, t.y, format, has_own_panel_format(t.w->type) ? t.w->packed : nullptr, panel_bytes(format, cols)});
-    for (int64_t p0 = 0, n = panel_count(t.w->rows); p0 < n; p0 += max_chunk)
-      chunks.push_back({plans.size() - 1, p0, std::min(n, p0 + max_chunk)});
-    if (!plans.back().packed) own_bytes = std::max(own_bytes, max_chunk * plans.back().panel_bytes);
-    any_quantized |= is_quantized(format);
+    const PackedLayout layout(panel_format(t.w->type), t.w->rows, cols);
+    plans.push_back({t.w, t.y, layout, has_own_panel_format(t.w->type) ? t.w->packed : nullptr});
+    for (int64_t p0 = 0; p0 < layout.panels; p0 += max_chunk)
+      chunks.push_back({plans.size() - 1, p0, std::min(layout.panels, p0 + max_chunk)});
+    if (!plans.back().packed) own_bytes = std::max(own_bytes, max_chunk * layout.whole_panel_bytes());
+    any_quantized |= is_quantized(layout.format);
   }
   if (plans.empty()) return;
 
@@ -180,22 +218,41 @@ void matmul(std::span<const MatmulTarget> targets, const float* x, int64_t n_tok
   pool.parallel_for_shares(static_cast<int64_t>(chunks.size()), [&](int64_t c) {
     const Plan& p = plans[chunks[c].plan];
     const int64_t p0 = chunks[c].p0, p1 = chunks[c].p1;
-    thread_local std::vector<CacheLine> panel_buf;  // this thread's packed chunk of an unprepared matrix
+    const PackedLayout& layout = p.layout;
+    // Slice s of the chunk's panels starts at panels + slice_start(s), one
+    // panel after another: in the prepared weights, or packed here for an
+    // unprepared matrix.
+    thread_local std::vector<CacheLine> panel_buf;
     uint8_t* own = p.packed ? nullptr : scratch(panel_buf, own_bytes / 64)->bytes;
+    const uint8_t* panels = p.packed ? p.packed : own;
+    auto slice_start = [&](int64_t s) -> size_t {
+      return p.packed ? layout.offset(p0, s) : (p1 - p0) * s * layout.slice_panel_bytes(0);
+    };
     if (!p.packed)
-      for (int64_t q = p0; q < p1; ++q) pack_panel(*p.w, q, own + (q - p0) * p.panel_bytes);
+      for (int64_t s = 0; s < layout.slices.count; ++s) {
+        const Matrix slice = column_slice(*p.w, layout.slices, s);
+        for (int64_t q = p0; q < p1; ++q)
+          pack_panel(slice, q, own + slice_start(s) + (q - p0) * layout.slice_panel_bytes(s));
+      }
+    const bool quantized = is_quantized(layout.format);
     PanelArgs a{};
-    a.cols = cols;
-    a.x_stride = cols;
+    a.x_stride = quantized ? nb : cols;
     a.y_stride = p.w->rows;
     for (int64_t t0 = 0; t0 < n_tokens; t0 += token_block) {
       a.n_tokens = std::min(token_block, n_tokens - t0);
-      a.x = is_quantized(p.format) ? static_cast<const void*>(acts + t0 * nb) : static_cast<const void*>(x + t0 * cols);
-      for (int64_t q = p0; q < p1; ++q) {
-        a.panel = p.packed ? p.packed + q * p.panel_bytes : own + (q - p0) * p.panel_bytes;
-        a.y = p.y + t0 * p.w->rows + q * kPanelRows;
-        a.rows = static_cast<int>(std::min<int64_t>(kPanelRows, p.w->rows - q * kPanelRows));
-        k.panel[static_cast<int>(p.format)](a);
+      for (int64_t s = 0; s < layout.slices.count; ++s) {
+        const int64_t c0 = s * layout.slices.width;
+        a.cols = layout.slices.cols(s, cols);
+        a.accumulate = s > 0;
+        a.x = quantized ? static_cast<const void*>(acts + t0 * nb + c0 / kQBlock)
+                        : static_cast<const void*>(x + t0 * cols + c0);
+        const size_t pb = layout.slice_panel_bytes(s);
+        for (int64_t q = p0; q < p1; ++q) {
+          a.panel = panels + slice_start(s) + (q - p0) * pb;
+          a.y = p.y + t0 * p.w->rows + q * kPanelRows;
+          a.rows = static_cast<int>(std::min<int64_t>(kPanelRows, p.w->rows - q * kPanelRows));
+          k.panel[static_cast<int>(layout.format)](a);
+        }
       }
     }
   });

@@ -40,9 +40,19 @@ __m256i lane_mask(int n) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), idx);
 }
 
-void store_half(float* y, int rows_in_half, __m256 v) {
-  if (rows_in_half >= 8) _mm256_storeu_ps(y, v);
-  else if (rows_in_half > 0) _mm256_maskstore_ps(y, lane_mask(rows_in_half), v);
+// Token t's results for rows 8 half .. 8 half + 7: written, or added to y
+// (PanelArgs::accumulate).
+void store_half(const PanelArgs& a, int64_t t, int half, __m256 v) {
+  const int rows = a.rows - 8 * half;
+  float* y = a.y + t * a.y_stride + 8 * half;
+  if (rows >= 8) {
+    if (a.accumulate) v = _mm256_add_ps(_mm256_loadu_ps(y), v);
+    _mm256_storeu_ps(y, v);
+  } else if (rows > 0) {
+    const __m256i mask = lane_mask(rows);
+    if (a.accumulate) v = _mm256_add_ps(_mm256_maskload_ps(y, mask), v);
+    _mm256_maskstore_ps(y, mask, v);
+  }
 }
 
 float hmax(__m256 v) {
@@ -206,8 +216,8 @@ void panel_quant(const PanelArgs& a) {
       for (int half = 0; half < 2; ++half) {
         Block k;
         Format::load(a.panel, b, half, k);
-        const Q8Act* x = acts + t0 * nb + b;
-        for (int t = 0; t < nt; ++t, x += nb) {
+        const Q8Act* x = acts + t0 * a.x_stride + b;
+        for (int t = 0; t < nt; ++t, x += a.x_stride) {
           const __m256i lo = dot_groups<Format>(k, 0, x->qs), hi = dot_groups<Format>(k, 4, x->qs);
           __m256& out = acc[t][half];
           if constexpr (Format::kTwoScales) {
@@ -224,7 +234,7 @@ void panel_quant(const PanelArgs& a) {
       }
     }
     for (int t = 0; t < nt; ++t)
-      for (int half = 0; half < 2; ++half) store_half(a.y + (t0 + t) * a.y_stride + 8 * half, a.rows - 8 * half, acc[t][half]);
+      for (int half = 0; half < 2; ++half) store_half(a, t0 + t, half, acc[t][half]);
   }
 }
 
@@ -262,7 +272,7 @@ void float_tile(const PanelArgs& a, int64_t t0) {
     }
   }
   for (int t = 0; t < T; ++t)
-    for (int half = 0; half < 2; ++half) store_half(a.y + (t0 + t) * a.y_stride + 8 * half, a.rows - 8 * half, acc[t][half]);
+    for (int half = 0; half < 2; ++half) store_half(a, t0 + t, half, acc[t][half]);
 }
 
 constexpr int kFloatTokens = 4;

@@ -62,7 +62,13 @@ void prefetch(const uint8_t* p) {
   for (int l = 0; l < kBytes; l += 64) _mm_prefetch(reinterpret_cast<const char*>(p + l), _MM_HINT_T0);
 }
 
-__mmask16 row_mask(int rows) { return static_cast<__mmask16>((1u << rows) - 1); }
+// Token t's 16 row results: written, or added to y (PanelArgs::accumulate).
+void store(const PanelArgs& a, int64_t t, __m512 v) {
+  const __mmask16 mask = static_cast<__mmask16>((1u << a.rows) - 1);
+  float* y = a.y + t * a.y_stride;
+  if (a.accumulate) v = _mm512_add_ps(_mm512_maskz_loadu_ps(mask, y), v);
+  _mm512_mask_storeu_ps(y, mask, v);
+}
 
 void quantize(const float* x, int64_t cols, Q8Act* out) {
   const __m512 sign = _mm512_set1_ps(-0.0f);
@@ -223,7 +229,7 @@ void quant_tile(const PanelArgs& a, int64_t t0) {
   __m512 acc[T], off[T];
   for (int t = 0; t < T; ++t) acc[t] = off[t] = _mm512_setzero_ps();
   const uint8_t* group = a.panel;
-  const Q8Act* x = static_cast<const Q8Act*>(a.x) + t0 * nb;
+  const Q8Act* x = static_cast<const Q8Act*>(a.x) + t0 * a.x_stride;
   for (int64_t b0 = 0; b0 < nb; b0 += kGroupBlocks, group += layout.group_bytes, x += kGroupBlocks)
     for (int64_t i = 0; i < kGroupBlocks && b0 + i < nb; ++i) {
       // Issued from inside the block loop: written before it, GCC 12 kept it
@@ -231,10 +237,9 @@ void quant_tile(const PanelArgs& a, int64_t t0) {
       if (Format::kPrefetch && i == 0) prefetch<layout.group_bytes>(group + kPrefetchBytes);
       Block k;
       Format::load(group, i, k);
-      for (int t = 0; t < T; ++t) accumulate_block<Format, T>(k, x + t * nb + i, acc[t], off[t]);
+      for (int t = 0; t < T; ++t) accumulate_block<Format, T>(k, x + t * a.x_stride + i, acc[t], off[t]);
     }
-  const __mmask16 mask = row_mask(a.rows);
-  for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(a.y + (t0 + t) * a.y_stride, mask, _mm512_sub_ps(acc[t], off[t]));
+  for (int t = 0; t < T; ++t) store(a, t0 + t, _mm512_sub_ps(acc[t], off[t]));
 }
 
 template <class Format, int... T>
@@ -285,11 +290,10 @@ void float_tile(const PanelArgs& a, int64_t t0) {
     const __m512 w = Format::load(a.panel, c);
     for (int t = 0; t < T; ++t) acc[0][t] = _mm512_fmadd_ps(w, _mm512_set1_ps(x[t * xs + c]), acc[0][t]);
   }
-  const __mmask16 mask = row_mask(a.rows);
   for (int t = 0; t < T; ++t) {
     __m512 sum = acc[0][t];
     for (int u = 1; u < C; ++u) sum = _mm512_add_ps(sum, acc[u][t]);
-    _mm512_mask_storeu_ps(a.y + (t0 + t) * a.y_stride, mask, sum);
+    store(a, t0 + t, sum);
   }
 }
 

@@ -111,6 +111,12 @@ void decode_q6_k(const uint8_t* panel, int64_t b, Block& k) {
 
 constexpr int kTokenBlock = 16;
 
+// Token t's row results: written, or added to y (PanelArgs::accumulate).
+void store(const PanelArgs& a, int64_t t, const float* v) {
+  float* y = a.y + t * a.y_stride;
+  for (int r = 0; r < a.rows; ++r) y[r] = a.accumulate ? y[r] + v[r] : v[r];
+}
+
 template <void (*Decode)(const uint8_t*, int64_t, Block&)>
 void panel_quant(const PanelArgs& a) {
   const int64_t nb = a.cols / kQBlock;
@@ -122,7 +128,7 @@ void panel_quant(const PanelArgs& a) {
     for (int64_t b = 0; b < nb; ++b) {
       Decode(a.panel, b, k);
       for (int t = 0; t < nt; ++t) {
-        const Q8Act& x = acts[(t0 + t) * nb + b];
+        const Q8Act& x = acts[(t0 + t) * a.x_stride + b];
         for (int r = 0; r < R; ++r) {
           int sum[2] = {0, 0};
           for (int c = 0; c < kQBlock; ++c) sum[c / 16] += k.code[r][c] * x.qs[c];
@@ -131,7 +137,7 @@ void panel_quant(const PanelArgs& a) {
         }
       }
     }
-    for (int t = 0; t < nt; ++t) std::copy(acc[t], acc[t] + a.rows, a.y + (t0 + t) * a.y_stride);
+    for (int t = 0; t < nt; ++t) store(a, t0 + t, acc[t]);
   }
 }
 
@@ -156,7 +162,7 @@ void panel_float(const PanelArgs& a) {
         for (int r = 0; r < R; ++r) acc[t][r] += w[r] * xv;
       }
     }
-    for (int t = 0; t < nt; ++t) std::copy(acc[t], acc[t] + a.rows, a.y + (t0 + t) * a.y_stride);
+    for (int t = 0; t < nt; ++t) store(a, t0 + t, acc[t]);
   }
 }
 

@@ -36,6 +36,10 @@ std::vector<Shape> shapes_for(TensorType type) {
   const int64_t blk = gguf::type_info(type)->block_elems;
   const int64_t c1 = blk == 256 ? 256 : blk == 32 ? 96 : 37;  // odd column count for float types
   const int64_t c2 = blk == 256 ? 768 : blk == 32 ? 320 : 300;
+  // Wider than kSliceCols: packed as 2 and 3 column slices, the last narrower
+  // (q8_0 / q4_0: an odd number of blocks).
+  const int64_t c3 = blk == 256 ? 2816 : blk == 32 ? 2336 : 2100;
+  const int64_t c4 = blk == 256 ? 5632 : blk == 32 ? 4160 : 4100;
   std::vector<Shape> out;
   for (int64_t t : {1, 2, 3, 4, 5, 7, 8, 9, 13, 16, 17, 20}) out.push_back({t % 2 ? 17 : 33, c1, t});
   out.push_back({1, c2, 1});
@@ -45,6 +49,8 @@ std::vector<Shape> shapes_for(TensorType type) {
   out.push_back({70, c2, 100});   // prefill-like: several tiles of tokens
   out.push_back({40, 4096, 70});  // activations too large for one L2 token block
   out.push_back({400, c1, 5});    // chunks of several panels per thread
+  out.push_back({33, c3, 1});
+  out.push_back({17, c4, 9});
   return out;
 }
 
@@ -139,6 +145,30 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, MatmulTest,
                                                               TensorType::Q5_1, TensorType::Q5_K),
                                             ::testing::ValuesIn(llmserve::testing::runnable_isas())),
                          case_name);
+
+// Wide matrices are packed as column slices: every slice but the last whole
+// 256-column units, none wider than kSliceCols, covering the columns once.
+TEST(MatmulSlices, CoverTheColumnsInWholeSuperBlocks) {
+  for (int64_t cols : {32, 300, 2048, 2080, 2100, 2336, 2816, 4096, 4100, 4160, 5632, 11008, 14336, 32800}) {
+    SCOPED_TRACE("cols " + std::to_string(cols));
+    const ColumnSlices slices = column_slices(cols);
+    EXPECT_EQ(slices.count > 1, cols > kSliceCols);
+    int64_t covered = 0;
+    for (int64_t s = 0; s < slices.count; ++s) {
+      const int64_t c = slices.cols(s, cols);
+      EXPECT_GT(c, 0);
+      EXPECT_LE(c, std::min(cols, kSliceCols));
+      if (s + 1 < slices.count) {
+        EXPECT_EQ(c % 256, 0);
+      }
+      covered += c;
+    }
+    EXPECT_EQ(covered, cols);
+  }
+  // MatchesReference's wide shapes (c3, c4) exercise 2 and 3 slices.
+  for (int64_t cols : {2100, 2336, 2816}) EXPECT_EQ(column_slices(cols).count, 2) << cols;
+  for (int64_t cols : {4100, 4160, 5632}) EXPECT_EQ(column_slices(cols).count, 3) << cols;
+}
 
 // Several targets sharing one input give exactly what separate calls give,
 // whatever mix of types and prepared / unprepared matrices.

@@ -83,36 +83,47 @@ void run_single_bench(const BenchOptions& o) {
     if (o.depth > 0) runner.eval(context);
   };
 
-  // Each repetition reads the probe right before and right after its decode
-  // run and takes the mean as its bandwidth, so roofline_frac sets decode
-  // against the memory as it was during the decode (on a shared host the
-  // bandwidth moves by tens of percent within seconds).
+  // Decode is timed in segments of kSegmentTokens with a probe read before
+  // each and after the last, and each segment is set against the mean of
+  // the two reads around it: on a shared host the bandwidth moves by tens of
+  // percent within a second, more than a repetition's decode lasts. A
+  // repetition's fraction is its median segment's.
+  constexpr int kSegmentTokens = 16;
   kernels::ReadProbe probe(pool, kReadProbeBytes);
-  std::vector<double> bw, pp, tg;
+  std::vector<double> bw, pp, tg, frac;
   if (!o.json)
     std::printf("%-4s %12s %12s %12s %10s\n", "rep", "read GB/s", "pp tok/s", "tg tok/s", "roofline");
   for (int r = 0; r < o.reps; ++r) {
     fill_context();
-    auto t0 = Clock::now();
+    const auto t0 = Clock::now();
     runner.eval(prompt);
     pp.push_back(o.prompt_tokens / seconds_since(t0));
     fill_context();
     int32_t next = prompt[0];
-    const double bw_before = probe.gbs();
-    t0 = Clock::now();
-    for (int i = 0; i < o.gen_tokens; ++i) {
-      const auto logits = runner.eval({&next, 1});
-      next = static_cast<int32_t>(kernels::argmax(logits.data(), static_cast<int64_t>(logits.size())));
+    std::vector<double> reads{probe.gbs()}, segment_frac;
+    double decode_seconds = 0;
+    for (int done = 0; done < o.gen_tokens;) {
+      const int n = std::min(kSegmentTokens, o.gen_tokens - done);
+      const auto start = Clock::now();
+      for (int i = 0; i < n; ++i) {
+        const auto logits = runner.eval({&next, 1});
+        next = static_cast<int32_t>(kernels::argmax(logits.data(), static_cast<int64_t>(logits.size())));
+      }
+      const double seconds = seconds_since(start);
+      reads.push_back(probe.gbs());
+      const double segment_bw = (reads[reads.size() - 2] + reads.back()) / 2;
+      segment_frac.push_back(n / seconds * fp.bytes / (segment_bw * 1e9));
+      decode_seconds += seconds;
+      done += n;
     }
-    tg.push_back(o.gen_tokens / seconds_since(t0));
-    bw.push_back((bw_before + probe.gbs()) / 2);
+    tg.push_back(o.gen_tokens / decode_seconds);
+    bw.push_back(median(reads));
+    frac.push_back(median(segment_frac));
     if (!o.json)
-      std::printf("%-4d %12.2f %12.1f %12.2f %10.3f\n", r, bw.back(), pp.back(), tg.back(),
-                  tg.back() * fp.bytes / (bw.back() * 1e9));
+      std::printf("%-4d %12.2f %12.1f %12.2f %10.3f\n", r, bw.back(), pp.back(), tg.back(), frac.back());
   }
 
-  const double bw_med = median(bw), pp_med = median(pp), tg_med = median(tg);
-  const double roofline = tg_med * fp.bytes / (bw_med * 1e9);
+  const double bw_med = median(bw), pp_med = median(pp), tg_med = median(tg), roofline = median(frac);
   const double pp_gflops = prefill_flops(*model, fp.params, o.depth, o.prompt_tokens) * pp_med / o.prompt_tokens / 1e9;
   if (o.json) {
     std::printf(

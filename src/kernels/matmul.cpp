@@ -85,8 +85,10 @@ Matrix column_slice(const Matrix& w, const ColumnSlices& slices, int64_t s) {
 // Where slice s of panel q sits in prepared weights. The panels come in
 // tiles of kTilePanels, a decode chunk: a tile holds slice 0 of its panels,
 // then slice 1 of them, and so on, so a chunk is one stream front to back.
-// (Each slice as a panel set of its own made decode jump between slices
-// every chunk: no faster than no slices at all.)
+// Each slice as a panel set of its own, which makes decode jump between
+// slices every chunk, measured slower: the down projection 0.68-1.00 of a
+// read of the same bytes against 0.74-1.07 for tiles (tinyllama Q4_0, 6
+// runs alternated in one process).
 struct PackedLayout {
   PanelFormat format;
   int64_t cols, panels;

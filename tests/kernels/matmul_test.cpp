@@ -37,7 +37,7 @@ std::vector<Shape> shapes_for(TensorType type) {
   const int64_t c1 = blk == 256 ? 256 : blk == 32 ? 96 : 37;  // odd column count for float types
   const int64_t c2 = blk == 256 ? 768 : blk == 32 ? 320 : 300;
   // Wider than kSliceCols: packed as 2 and 3 column slices, the last narrower
-  // (q8_0 / q4_0: an odd number of blocks).
+  // (q8_0 / q4_0 2336: a last slice of 33 blocks, which gets a zero partner).
   const int64_t c3 = blk == 256 ? 2816 : blk == 32 ? 2336 : 2100;
   const int64_t c4 = blk == 256 ? 5632 : blk == 32 ? 4160 : 4100;
   std::vector<Shape> out;

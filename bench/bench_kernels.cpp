@@ -181,8 +181,11 @@ struct ModelShape {
 // `grouped`: Q/K/V and gate/up go as one call each (shared input), as the
 // engine calls them. `arena`: all matrices packed into one allocation in
 // decode order, as the engine loads them (model/weights.cpp); otherwise each
-// has its own, and matrices under 2 MiB get 4 KiB pages.
-void decode_matmuls(benchmark::State& state, ModelShape m, TensorType type, bool grouped, bool arena) {
+// has its own, and matrices under 2 MiB get 4 KiB pages. `team`: the calls
+// are steps of one ThreadPool::run_team job, each after a one-row step that
+// quantizes its input, as the engine runs them (model/runner.cpp), instead
+// of a matmul() fork/join each.
+void decode_matmuls(benchmark::State& state, ModelShape m, TensorType type, bool grouped, bool arena, bool team) {
   struct Shape {
     int64_t rows, cols;
     bool same_call;
@@ -225,10 +228,22 @@ void decode_matmuls(benchmark::State& state, ModelShape m, TensorType type, bool
   }
   // The packed bytes, whole read-loop steps (256 bytes).
   const size_t packed_bytes = arena ? storage[0].size() / 256 * 256 : 0;
+  std::vector<kernels::Q8Act> acts(static_cast<size_t>(std::max(m.hidden, m.dim) / kernels::kQBlock));
+  std::vector<kernels::MatmulJob> jobs;
+  for (const auto& call : calls) jobs.emplace_back(call, x.data(), 1, acts.data());
+  auto run_team = [&] {
+    pool().run_team(static_cast<int>(2 * jobs.size()), [&](Team& t) {
+      for (const kernels::MatmulJob& job : jobs) {
+        t.share(1, [&](int64_t) { job.prepare_row(0); });
+        t.share(job.chunks(), [&](int64_t c) { job.run_chunk(c); });
+      }
+    });
+  };
   double decode_seconds = 0, read_seconds = 0;
   for (auto _ : state) {
     const auto start = std::chrono::steady_clock::now();
-    for (const auto& call : calls) kernels::matmul(call, x.data(), 1, pool());
+    if (team) run_team();
+    else for (const auto& call : calls) kernels::matmul(call, x.data(), 1, pool());
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     state.SetIterationTime(s);
     decode_seconds += s;
@@ -248,15 +263,18 @@ void register_decode_chains() {
   const ModelShape models[] = {{"tinyllama", 2048, 5632, 256, 32000, 22}, {"stories110m", 768, 2048, 768, 32000, 12}};
   struct Variant {
     const char* name;
-    bool grouped, arena;
+    bool grouped, arena, team;
   };
-  const Variant variants[] = {{"grouped", true, true}, {"grouped/own_allocations", true, false}, {"separate", false, true}};
+  const Variant variants[] = {{"grouped", true, true, false},
+                              {"grouped/team", true, true, true},
+                              {"grouped/own_allocations", true, false, false},
+                              {"separate", false, true, false}};
   for (const ModelShape& m : models)
     for (TensorType t : {TensorType::Q8_0, TensorType::Q4_0})
       for (const Variant& v : variants)
         benchmark::RegisterBenchmark(
             (std::string("decode_matmuls/") + m.name + "/" + std::string(gguf::type_info(t)->name) + "/" + v.name).c_str(),
-            decode_matmuls, m, t, v.grouped, v.arena)
+            decode_matmuls, m, t, v.grouped, v.arena, v.team)
             ->UseManualTime()
             ->Unit(benchmark::kMillisecond);
 }

@@ -3,6 +3,8 @@
 #include <sched.h>
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <set>
 #include <string>
@@ -82,6 +84,7 @@ struct ThreadPool::Impl {
   WaitWord finished;  // run(): workers done with the current job
   WaitWord active;    // parallel_for(): workers inside the current job
   WaitWord phase;     // bumped when all threads reach a barrier
+  std::unique_ptr<WaitWord[]> step_done;  // run_team(): items of step s done
   alignas(64) std::atomic<uint32_t> closed{0};  // the optional job word whose items are all claimed
   alignas(64) std::atomic<int> arrived{0};
   alignas(64) Thunk fn = nullptr;  // published by `job`
@@ -160,6 +163,41 @@ void ThreadPool::barrier() {
     return;
   }
   p.phase.wait(kSyncSpin, [&](uint32_t v) { return v != phase; });
+}
+
+void ThreadPool::reset_steps(int max_steps) {
+  const int n = impl_->n_threads;
+  if (max_steps > step_capacity_) {
+    step_claims_.reset(new Share[static_cast<size_t>(max_steps) * n]);
+    impl_->step_done.reset(new WaitWord[max_steps]);
+    step_capacity_ = max_steps;
+  }
+  for (int i = 0; i < max_steps * n; ++i) step_claims_[i].next.store(0, std::memory_order_relaxed);
+  for (int s = 0; s < max_steps; ++s) impl_->step_done[s].word.store(0, std::memory_order_relaxed);
+  // Published to the workers by the job word (seq_cst) in run_erased().
+}
+
+ThreadPool::Share* Team::begin_step(int64_t n) {
+  if (++step_ >= max_steps_) {
+    std::fprintf(stderr, "llmserve: a run_team body took more than its %d steps\n", max_steps_);
+    std::abort();
+  }
+  if (step_ > 0) {
+    const auto need = static_cast<uint32_t>(step_items_);
+    pool_.impl_->step_done[step_ - 1].wait(kSyncSpin, [&](uint32_t done) { return done >= need; });
+  }
+  step_items_ = n;
+  return &pool_.step_claims_[static_cast<size_t>(step_) * size_];
+}
+
+void Team::end_step(int64_t items_done) {
+  if (items_done > 0) pool_.impl_->step_done[step_].add(static_cast<uint32_t>(items_done));
+}
+
+void Team::finish() {
+  if (step_ < 0) return;
+  const auto need = static_cast<uint32_t>(step_items_);
+  pool_.impl_->step_done[step_].wait(kSyncSpin, [&](uint32_t done) { return done >= need; });
 }
 
 int default_thread_count() {

@@ -24,8 +24,7 @@ const AttentionKernels& attention_kernels(Isa isa) {
 
 namespace {
 
-void check(const AttentionShape& s, const KvLayout& l, const uint8_t* k, const uint8_t* v, const AttentionSeq* seqs,
-           int n_seqs) {
+void check(const AttentionShape& s, const KvLayout& l, const AttentionSeq* seqs, int n_seqs) {
   if (s.n_head <= 0 || s.n_head_kv <= 0 || s.head_dim <= 0 || s.n_head % s.n_head_kv != 0)
     throw Error("attention: invalid shape (n_head " + std::to_string(s.n_head) + ", n_head_kv " +
                 std::to_string(s.n_head_kv) + ", head_dim " + std::to_string(s.head_dim) + ")");
@@ -40,9 +39,14 @@ void check(const AttentionShape& s, const KvLayout& l, const uint8_t* k, const u
   for (int i = 0; i < n_seqs; ++i) {
     const AttentionSeq& q = seqs[i];
     if (q.n_q < 0 || q.pos0 < 0) throw Error("attention: sequence " + std::to_string(i) + " has a negative size");
-    if (q.n_q > 0 && (!q.q || !q.out || !q.block_table || !k || !v))
+    if (q.n_q > 0 && (!q.q || !q.out || !q.block_table))
       throw Error("attention: sequence " + std::to_string(i) + " has a null buffer");
   }
+}
+
+void check_cache(const uint8_t* k, const uint8_t* v, const AttentionSeq* seqs, int n_seqs) {
+  for (int i = 0; i < n_seqs; ++i)
+    if (seqs[i].n_q > 0 && (!k || !v)) throw Error("attention: sequence " + std::to_string(i) + " has a null buffer");
 }
 
 struct alignas(64) CacheLine {
@@ -51,37 +55,45 @@ struct alignas(64) CacheLine {
 
 }  // namespace
 
-void attention(const AttentionShape& shape, const KvLayout& layout, const uint8_t* k, const uint8_t* v,
-               const AttentionSeq* seqs, int n_seqs, ThreadPool& pool) {
-  check(shape, layout, k, v, seqs, n_seqs);
-  const AttentionKernels& kern = attention_kernels(active_isa());
+void AttentionJob::plan(const AttentionShape& shape, const KvLayout& layout, const AttentionSeq* seqs, int n_seqs) {
+  check(shape, layout, seqs, n_seqs);
+  shape_ = shape;
+  layout_ = layout;
   const int group = shape.n_head / shape.n_head_kv;
   // About 64 query rows per item: enough reuse of each converted key and
   // value block, and enough items to balance the threads in prefill.
   const int tokens_per_item = group >= 64 ? 1 : 64 / group;
-  thread_local std::vector<AttentionItem> items_buf;  // the caller's: workers use it through `items`
-  std::vector<AttentionItem>& items = items_buf;
-  items.clear();
+  items_.clear();
   for (int s = 0; s < n_seqs; ++s)
     for (int t0 = 0; t0 < seqs[s].n_q; t0 += tokens_per_item)
       for (int h = 0; h < shape.n_head_kv; ++h)
-        items.push_back({&seqs[s], h, t0, std::min(seqs[s].n_q, t0 + tokens_per_item)});
+        items_.push_back({&seqs[s], h, t0, std::min(seqs[s].n_q, t0 + tokens_per_item)});
   // Longest first (cost ~ rows x keys), so the last items to finish are short.
   auto cost = [](const AttentionItem& it) { return int64_t{it.t1 - it.t0} * (it.seq->pos0 + it.t1); };
-  std::stable_sort(items.begin(), items.end(), [&](const auto& a, const auto& b) { return cost(a) > cost(b); });
+  std::stable_sort(items_.begin(), items_.end(), [&](const auto& a, const auto& b) { return cost(a) > cost(b); });
+  scratch_floats_ = attention_scratch_floats(int64_t{group} * tokens_per_item, shape.head_dim,
+                                             attention_kernels(active_isa()).lanes);
+}
 
-  const AttentionCall call{shape, layout, k, v};
-  const int64_t scratch_floats = attention_scratch_floats(int64_t{group} * tokens_per_item, shape.head_dim, kern.lanes);
-  pool.parallel_for(static_cast<int64_t>(items.size()), [&](int64_t i) {
-    thread_local std::vector<CacheLine> scratch;
-    if (scratch.size() * 16 < static_cast<size_t>(scratch_floats)) scratch.resize((scratch_floats + 15) / 16);
-    kern.item(call, items[i], scratch.data()->f);
-  });
+void AttentionJob::run_item(int64_t i, const uint8_t* k, const uint8_t* v) const {
+  thread_local std::vector<CacheLine> scratch;
+  if (scratch.size() * 16 < static_cast<size_t>(scratch_floats_)) scratch.resize((scratch_floats_ + 15) / 16);
+  attention_kernels(active_isa()).item({shape_, layout_, k, v}, items_[i], scratch.data()->f);
+}
+
+void attention(const AttentionShape& shape, const KvLayout& layout, const uint8_t* k, const uint8_t* v,
+               const AttentionSeq* seqs, int n_seqs, ThreadPool& pool) {
+  thread_local AttentionJob job;  // the caller's: workers use it through the reference
+  AttentionJob& j = job;
+  j.plan(shape, layout, seqs, n_seqs);
+  check_cache(k, v, seqs, n_seqs);
+  pool.parallel_for(j.items(), [&](int64_t i) { j.run_item(i, k, v); });
 }
 
 void attention_reference(const AttentionShape& shape, const KvLayout& layout, const uint8_t* k, const uint8_t* v,
                          const AttentionSeq* seqs, int n_seqs) {
-  check(shape, layout, k, v, seqs, n_seqs);
+  check(shape, layout, seqs, n_seqs);
+  check_cache(k, v, seqs, n_seqs);
   const int group = shape.n_head / shape.n_head_kv, hd = shape.head_dim;
   const int64_t q_stride = int64_t{shape.n_head} * hd;
   const double scale = 1.0 / std::sqrt(static_cast<double>(hd));

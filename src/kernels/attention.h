@@ -4,6 +4,7 @@
 // per-sequence cache is the special case of one block of n_ctx rows.
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "core/thread_pool.h"
 #include "gguf/types.h"
@@ -40,6 +41,33 @@ struct AttentionSeq {
 // score matrix beyond one tile), GQA-aware, scale 1/sqrt(head_dim).
 void attention(const AttentionShape& shape, const KvLayout& layout, const uint8_t* k, const uint8_t* v,
                const AttentionSeq* seqs, int n_seqs, ThreadPool& pool);
+
+// One work item: query rows [t0, t1) of `seq`, for the query heads that
+// share KV head `kv_head`.
+struct AttentionItem {
+  const AttentionSeq* seq;
+  int kv_head;
+  int t0, t1;
+};
+
+// An attention call taken apart, for callers that run it on threads of
+// their own (see MatmulJob): the batch's work items, longest first, each of
+// which may run on any thread. One plan serves every layer of a step.
+class AttentionJob {
+ public:
+  // Throws Error as attention() does (k and v come with each item). Reuses
+  // the storage of the previous plan.
+  void plan(const AttentionShape& shape, const KvLayout& layout, const AttentionSeq* seqs, int n_seqs);
+  int64_t items() const { return static_cast<int64_t>(items_.size()); }
+  // k, v: one layer's cache (non-null).
+  void run_item(int64_t i, const uint8_t* k, const uint8_t* v) const;
+
+ private:
+  AttentionShape shape_;
+  KvLayout layout_;
+  int64_t scratch_floats_ = 0;
+  std::vector<AttentionItem> items_;
+};
 
 // The oracle: every KV row decoded with the reference dequantizers, a full
 // score vector per query, two-pass softmax, double accumulation.

@@ -7,14 +7,6 @@
 
 namespace llmserve::kernels {
 
-// One work item: query rows [t0, t1) of `seq`, for the query heads that
-// share KV head `kv_head`.
-struct AttentionItem {
-  const AttentionSeq* seq;
-  int kv_head;
-  int t0, t1;
-};
-
 struct AttentionCall {
   AttentionShape shape;
   KvLayout layout;

@@ -42,7 +42,7 @@ struct alignas(64) CacheLine {
   uint8_t bytes[64];
 };
 
-// Work sizes (see matmul()): panels per chunk for one token and for many,
+// Work sizes (see MatmulJob): panels per chunk for one token and for many,
 // and the activation bytes a block of tokens may take (about a quarter of a
 // 1 MiB L2, leaving room for the chunk's panels).
 constexpr int64_t kDecodeChunkPanels = 8;
@@ -158,106 +158,116 @@ PackedWeights prepare(Matrix& w, ThreadPool* pool) {
 
 namespace {
 
-// One target of a matmul call.
-struct Plan {
-  const Matrix* w;
-  float* y;
-  PackedLayout layout;
-  const uint8_t* packed;  // null: pack each chunk on the fly
-};
-
-// Panels [p0, p1) of plans[plan], all their column slices: the unit of work.
-struct Chunk {
-  size_t plan;
-  int64_t p0, p1;
-};
+// Panels per chunk (see MatmulJob): one token streams long runs; many tokens
+// reuse a block of activations from L2 across the chunk's panels.
+int64_t chunk_panels(int64_t n_tokens) { return n_tokens > 1 ? kPrefillChunkPanels : kDecodeChunkPanels; }
 
 }  // namespace
 
-void matmul(std::span<const MatmulTarget> targets, const float* x, int64_t n_tokens, ThreadPool& pool) {
-  if (targets.empty() || n_tokens <= 0) return;
-  const int64_t cols = targets[0].w->cols;
-  const MatmulKernels& k = matmul_kernels(active_isa());
+int64_t MatmulJob::acts_blocks(std::span<const MatmulTarget> targets, int64_t n_tokens) {
+  for (const MatmulTarget& t : targets)
+    if (is_quantized(panel_format(t.w->type))) return n_tokens * (targets[0].w->cols / kQBlock);
+  return 0;
+}
 
-  // Panels are handed out in chunks, each thread starting on its own
-  // contiguous share of them (parallel_for_shares): one long stream per
-  // thread, and a thread the OS deschedules (cores shared with other work)
-  // delays the call by at most one chunk. With many tokens a chunk is also
-  // the set of panels that reuse a block of activations from L2.
-  const int64_t max_chunk = n_tokens > 1 ? kPrefillChunkPanels : kDecodeChunkPanels;
-  // The caller's buffers; workers reach them through the references.
-  thread_local std::vector<Plan> plans_buf;
-  thread_local std::vector<Chunk> chunks_buf;
-  std::vector<Plan>& plans = plans_buf;
-  std::vector<Chunk>& chunks = chunks_buf;
-  plans.clear();
-  chunks.clear();
-  size_t own_bytes = 0;
+// Panels are handed out in chunks, each thread starting on its own
+// contiguous share of them (parallel_for_shares, Team::share): one long
+// stream per thread, and a thread the OS deschedules (cores shared with
+// other work) delays the call by at most one chunk. With many tokens a
+// chunk is also the set of panels that reuse a block of activations from L2.
+MatmulJob::MatmulJob(std::span<const MatmulTarget> targets, const float* x, int64_t n_tokens, Q8Act* acts)
+    : n_tokens_(n_tokens), x_(x) {
+  if (targets.size() > static_cast<size_t>(kMaxTargets))
+    throw Error("matmul: at most " + std::to_string(kMaxTargets) + " targets may share an input");
+  if (targets.empty() || n_tokens <= 0) return;
+  cols_ = targets[0].w->cols;
+  chunk_panels_ = chunk_panels(n_tokens);
   bool any_quantized = false;
   for (const MatmulTarget& t : targets) {
     check_shape(*t.w);
-    if (t.w->cols != cols) throw Error("matmul: targets sharing an input must have the same number of columns");
+    if (t.w->cols != cols_) throw Error("matmul: targets sharing an input must have the same number of columns");
     if (t.w->rows == 0) continue;
-    const PackedLayout layout(panel_format(t.w->type), t.w->rows, cols);
-    plans.push_back({t.w, t.y, layout, has_own_panel_format(t.w->type) ? t.w->packed : nullptr});
-    for (int64_t p0 = 0; p0 < layout.panels; p0 += max_chunk)
-      chunks.push_back({plans.size() - 1, p0, std::min(layout.panels, p0 + max_chunk)});
-    if (!plans.back().packed) own_bytes = std::max(own_bytes, max_chunk * layout.whole_panel_bytes());
-    any_quantized |= is_quantized(layout.format);
+    targets_[n_targets_++] = {t.w, t.y, n_chunks_};
+    n_chunks_ += (panel_count(t.w->rows) + chunk_panels_ - 1) / chunk_panels_;
+    any_quantized |= is_quantized(panel_format(t.w->type));
   }
-  if (plans.empty()) return;
-
-  const int64_t nb = cols / kQBlock;
-  const int64_t token_bytes = std::max<int64_t>(any_quantized ? nb * int64_t{sizeof(Q8Act)} : 0, cols * 4);
-  const int64_t token_block = std::max<int64_t>(16, kActivationBlockBytes / token_bytes / 16 * 16);
-  thread_local std::vector<Q8Act> acts_buf;
-  Q8Act* acts = any_quantized ? scratch(acts_buf, static_cast<size_t>(n_tokens * nb)) : nullptr;
   if (any_quantized) {
-    if (n_tokens == 1) k.quantize(x, cols, acts);  // decode: not worth a fork/join
-    else pool.parallel_for(n_tokens, [&](int64_t t) { k.quantize(x + t * cols, cols, acts + t * nb); });
+    if (acts == nullptr) throw Error("matmul: quantized weights need an activation buffer");
+    acts_ = acts;
   }
+}
 
-  pool.parallel_for_shares(static_cast<int64_t>(chunks.size()), [&](int64_t c) {
-    const Plan& p = plans[chunks[c].plan];
-    const int64_t p0 = chunks[c].p0, p1 = chunks[c].p1;
-    const PackedLayout& layout = p.layout;
-    // Slice s of the chunk's panels starts at panels + slice_start(s), one
-    // panel after another: in the prepared weights, or packed here for an
-    // unprepared matrix.
+void MatmulJob::prepare_row(int64_t t) const {
+  if (acts_) matmul_kernels(active_isa()).quantize(x_ + t * cols_, cols_, acts_ + t * (cols_ / kQBlock));
+}
+
+std::pair<const MatmulJob::Target*, int64_t> MatmulJob::locate(int64_t c) const {
+  int i = 0;
+  while (i + 1 < n_targets_ && targets_[i + 1].first_chunk <= c) ++i;
+  return {&targets_[i], (c - targets_[i].first_chunk) * chunk_panels_};
+}
+
+// Panels [p0, p1) of one target, all their column slices.
+void MatmulJob::run_chunk(int64_t c) const {
+  const auto [t, p0] = locate(c);
+  const Matrix& w = *t->w;
+  const PackedLayout layout(panel_format(w.type), w.rows, cols_);
+  const int64_t p1 = std::min(layout.panels, p0 + chunk_panels_);
+  const MatmulKernels& k = matmul_kernels(active_isa());
+  const bool quantized = is_quantized(layout.format);
+  const int64_t nb = cols_ / kQBlock;
+  // Tokens per pass over the chunk: as many as fit kActivationBlockBytes.
+  const int64_t token_bytes = std::max<int64_t>(acts_ ? nb * int64_t{sizeof(Q8Act)} : 0, cols_ * 4);
+  const int64_t token_block = std::max<int64_t>(16, kActivationBlockBytes / token_bytes / 16 * 16);
+
+  // Slice s of the chunk's panels starts at panels + slice_start(s), one
+  // panel after another: in the prepared weights, or packed here for an
+  // unprepared matrix.
+  const uint8_t* packed = has_own_panel_format(w.type) ? w.packed : nullptr;
+  auto slice_start = [&](int64_t s) -> size_t {
+    return packed ? layout.offset(p0, s) : (p1 - p0) * s * layout.slice_panel_bytes(0);
+  };
+  const uint8_t* panels = packed;
+  if (!packed) {
     thread_local std::vector<CacheLine> panel_buf;
-    uint8_t* own = p.packed ? nullptr : scratch(panel_buf, own_bytes / 64)->bytes;
-    const uint8_t* panels = p.packed ? p.packed : own;
-    auto slice_start = [&](int64_t s) -> size_t {
-      return p.packed ? layout.offset(p0, s) : (p1 - p0) * s * layout.slice_panel_bytes(0);
-    };
-    if (!p.packed)
-      for (int64_t s = 0; s < layout.slices.count; ++s) {
-        const Matrix slice = column_slice(*p.w, layout.slices, s);
-        for (int64_t q = p0; q < p1; ++q)
-          pack_panel(slice, q, own + slice_start(s) + (q - p0) * layout.slice_panel_bytes(s));
-      }
-    const bool quantized = is_quantized(layout.format);
-    PanelArgs a{};
-    a.x_stride = quantized ? nb : cols;
-    a.y_stride = p.w->rows;
-    for (int64_t t0 = 0; t0 < n_tokens; t0 += token_block) {
-      a.n_tokens = std::min(token_block, n_tokens - t0);
-      for (int64_t s = 0; s < layout.slices.count; ++s) {
-        const int64_t c0 = s * layout.slices.width;
-        a.cols = layout.slices.cols(s, cols);
-        a.accumulate = s > 0;
-        a.x = quantized ? static_cast<const void*>(acts + t0 * nb + c0 / kQBlock)
-                        : static_cast<const void*>(x + t0 * cols + c0);
-        const size_t pb = layout.slice_panel_bytes(s);
-        for (int64_t q = p0; q < p1; ++q) {
-          a.panel = panels + slice_start(s) + (q - p0) * pb;
-          a.y = p.y + t0 * p.w->rows + q * kPanelRows;
-          a.rows = static_cast<int>(std::min<int64_t>(kPanelRows, p.w->rows - q * kPanelRows));
-          k.panel[static_cast<int>(layout.format)](a);
-        }
+    uint8_t* own = scratch(panel_buf, (p1 - p0) * layout.whole_panel_bytes() / 64)->bytes;
+    for (int64_t s = 0; s < layout.slices.count; ++s) {
+      const Matrix slice = column_slice(w, layout.slices, s);
+      for (int64_t q = p0; q < p1; ++q)
+        pack_panel(slice, q, own + slice_start(s) + (q - p0) * layout.slice_panel_bytes(s));
+    }
+    panels = own;
+  }
+  PanelArgs a{};
+  a.x_stride = quantized ? nb : cols_;
+  a.y_stride = w.rows;
+  for (int64_t t0 = 0; t0 < n_tokens_; t0 += token_block) {
+    a.n_tokens = std::min(token_block, n_tokens_ - t0);
+    for (int64_t s = 0; s < layout.slices.count; ++s) {
+      const int64_t c0 = s * layout.slices.width;
+      a.cols = layout.slices.cols(s, cols_);
+      a.accumulate = s > 0;
+      a.x = quantized ? static_cast<const void*>(acts_ + t0 * nb + c0 / kQBlock)
+                      : static_cast<const void*>(x_ + t0 * cols_ + c0);
+      const size_t pb = layout.slice_panel_bytes(s);
+      for (int64_t q = p0; q < p1; ++q) {
+        a.panel = panels + slice_start(s) + (q - p0) * pb;
+        a.y = t->y + t0 * w.rows + q * kPanelRows;
+        a.rows = static_cast<int>(std::min<int64_t>(kPanelRows, w.rows - q * kPanelRows));
+        k.panel[static_cast<int>(layout.format)](a);
       }
     }
-  });
+  }
+}
+
+void matmul(std::span<const MatmulTarget> targets, const float* x, int64_t n_tokens, ThreadPool& pool) {
+  if (targets.empty() || n_tokens <= 0) return;
+  thread_local std::vector<Q8Act> acts_buf;  // the caller's: workers use it through the job
+  const MatmulJob job(targets, x, n_tokens, scratch(acts_buf, MatmulJob::acts_blocks(targets, n_tokens)));
+  if (job.chunks() == 0) return;
+  if (n_tokens == 1) job.prepare_row(0);  // decode: not worth a fork/join
+  else pool.parallel_for(n_tokens, [&](int64_t t) { job.prepare_row(t); });
+  pool.parallel_for_shares(job.chunks(), [&](int64_t c) { job.run_chunk(c); });
 }
 
 void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {

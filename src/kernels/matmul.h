@@ -12,6 +12,7 @@
 #include <initializer_list>
 #include <memory>
 #include <span>
+#include <utility>
 
 #include "gguf/types.h"
 
@@ -89,6 +90,56 @@ void matmul(std::span<const MatmulTarget> targets, const float* x, int64_t n_tok
 inline void matmul(std::initializer_list<MatmulTarget> targets, const float* x, int64_t n_tokens, ThreadPool& pool) {
   matmul(std::span<const MatmulTarget>(targets.begin(), targets.size()), x, n_tokens, pool);
 }
+
+// An activation block: 32 values x ~= d * qs, plus the sums the kernels need
+// to undo the weights' code offsets (dsum = d * sum(qs); lo/hi: first/second
+// 16 values; neg128_sum = -128 * sum(qs), the integer offset of codes stored
+// as code + 128, which kernels can fold into their integer dot products).
+constexpr int kQBlock = 32;  // columns per activation block / code block
+struct alignas(16) Q8Act {
+  float d, dsum, dsum_lo, dsum_hi;
+  int32_t neg128_sum;
+  int8_t qs[kQBlock];
+};
+static_assert(sizeof(Q8Act) == 64);
+
+// A matmul call taken apart, for callers that run it on threads of their
+// own (a ThreadPool::run_team step): the same work, validation and results
+// as matmul(), which is this run on the pool. First prepare_row(t) for every
+// token, then run_chunk(c) for every chunk; each may run on any thread.
+class MatmulJob {
+ public:
+  static constexpr int kMaxTargets = 8;
+  // Blocks of `acts` the job needs (0 when no weight is quantized).
+  static int64_t acts_blocks(std::span<const MatmulTarget> targets, int64_t n_tokens);
+
+  MatmulJob() = default;
+  // Throws Error for unsupported types, mismatched shapes, or more than
+  // kMaxTargets targets. x and acts (acts_blocks() blocks) stay the
+  // caller's; nothing is copied or allocated.
+  MatmulJob(std::span<const MatmulTarget> targets, const float* x, int64_t n_tokens, Q8Act* acts);
+  MatmulJob(std::initializer_list<MatmulTarget> targets, const float* x, int64_t n_tokens, Q8Act* acts)
+      : MatmulJob(std::span<const MatmulTarget>(targets.begin(), targets.size()), x, n_tokens, acts) {}
+
+  void prepare_row(int64_t t) const;  // quantizes token t's row of x (quantized weights only)
+  int64_t chunks() const { return n_chunks_; }
+  void run_chunk(int64_t c) const;
+
+ private:
+  struct Target {
+    const Matrix* w;
+    float* y;
+    int64_t first_chunk;
+  };
+  // The target chunk c belongs to, and the chunk's first panel.
+  std::pair<const Target*, int64_t> locate(int64_t c) const;
+
+  Target targets_[kMaxTargets] = {};
+  int n_targets_ = 0;
+  int64_t n_chunks_ = 0, chunk_panels_ = 0, cols_ = 0, n_tokens_ = 0;
+  const float* x_ = nullptr;
+  Q8Act* acts_ = nullptr;  // null: no target is quantized
+};
 
 // The oracle: dequantize each row of `data` to f32, accumulate in double.
 // Ignores `packed`. Slow.

@@ -48,7 +48,6 @@
 namespace llmserve::kernels {
 
 constexpr int kPanelRows = 16;
-constexpr int kQBlock = 32;  // columns per activation block / code block
 
 enum class PanelFormat : int { q8_0, q4_0, q4_k, q6_k, f32, f16, bf16, count };
 
@@ -121,17 +120,6 @@ inline ColumnSlices column_slices(int64_t cols) {
 // Writes rows [16 p, 16 p + 16) of w (from w.data) to dst in
 // panel_format(w.type)'s layout. dst: panel_bytes(), 64-byte aligned.
 void pack_panel(const Matrix& w, int64_t p, uint8_t* dst);
-
-// An activation block: 32 values x ~= d * qs, plus the sums the kernels need
-// to undo the weights' code offsets (dsum = d * sum(qs); lo/hi: first/second
-// 16 values; neg128_sum = -128 * sum(qs), the integer offset of codes stored
-// as code + 128, which kernels can fold into their integer dot products).
-struct alignas(16) Q8Act {
-  float d, dsum, dsum_lo, dsum_hi;
-  int32_t neg128_sum;
-  int8_t qs[kQBlock];
-};
-static_assert(sizeof(Q8Act) == 64);
 
 // One kernel call: a panel times n_tokens activation rows.
 struct PanelArgs {

@@ -11,19 +11,19 @@ namespace llmserve::model {
 
 namespace {
 
-// Splits n rows of an elementwise op across the pool.
-template <typename Fn>
-void for_rows(ThreadPool& pool, int n, Fn fn) {
-  if (n == 1) return fn(0, 1);
-  pool.run([&](int i, int n_threads) {
-    const auto [begin, end] = ThreadPool::split(n, i, n_threads);
-    if (begin < end) fn(static_cast<int>(begin), static_cast<int>(end));
-  });
+// Steps of one forward pass (ThreadPool::run_team): the embedding, ten per
+// layer, and the output norm and projection.
+constexpr int kStepsPerLayer = 10;
+int forward_steps(int n_layer) { return 1 + kStepsPerLayer * n_layer + 2; }
+
+void add_bias(float* row, const std::vector<float>& bias) {
+  if (!bias.empty()) kernels::add(row, bias.data(), static_cast<int64_t>(bias.size()), row);
 }
 
-void add_bias(float* x, const std::vector<float>& bias, int n_rows) {
-  if (bias.empty()) return;
-  for (int r = 0; r < n_rows; ++r) kernels::add(x + r * bias.size(), bias.data(), static_cast<int64_t>(bias.size()), x + r * bias.size());
+// A matmul as a step: its chunks shared out, each thread starting on a
+// contiguous run of them (see MatmulJob).
+void run_matmul(Team& team, const kernels::MatmulJob& job) {
+  team.share(job.chunks(), [&](int64_t c) { job.run_chunk(c); });
 }
 
 }  // namespace
@@ -45,6 +45,9 @@ ModelRunner::ModelRunner(const Model& model, KvCache& kv, ThreadPool& pool, int 
   gate_.resize(b * hp.ffn_dim);
   up_.resize(b * hp.ffn_dim);
   out_.resize(b * hp.dim);
+  const int64_t widest = std::max({hp.dim, hp.q_dim(), hp.ffn_dim});
+  acts_.resize(b * static_cast<size_t>(widest / kernels::kQBlock));
+  jobs_.resize(hp.n_layer);
 }
 
 void ModelRunner::check(std::span<const SeqBatch> batch) const {
@@ -91,47 +94,70 @@ std::span<float> ModelRunner::forward(std::span<const SeqBatch> batch) {
                           static_cast<int>(s.tokens.size()), s.pos0, s.block_table.data()});
   }
 
-  for (int r = 0; r < n; ++r) read_row(w.token_embd, tokens_[r], &x_[static_cast<size_t>(r) * dim]);
-  const kernels::AttentionShape shape{hp.n_head, hp.n_head_kv, hp.head_dim};
+  // Everything that can throw (shapes, plans) happens here, before the
+  // threads start: a team job must not throw.
+  const int n_out = static_cast<int>(logit_rows_.size());
   for (int l = 0; l < hp.n_layer; ++l) {
     const LayerWeights& lw = w.layers[l];
-    for_rows(pool_, n, [&](int a, int b) {
-      kernels::rmsnorm(&x_[size_t(a) * dim], lw.attn_norm.data(), hp.rms_eps, dim, b - a, &xn_[size_t(a) * dim]);
-    });
-    kernels::matmul({{&lw.wq, q_.data()}, {&lw.wk, k_.data()}, {&lw.wv, v_.data()}}, xn_.data(), n, pool_);
-    add_bias(q_.data(), lw.bq, n);
-    add_bias(k_.data(), lw.bk, n);
-    add_bias(v_.data(), lw.bv, n);
-    for_rows(pool_, n, [&](int a, int b) {
-      for (int r = a; r < b; ++r) {
-        m_.rope().apply(&q_[size_t(r) * q_dim], hp.n_head, positions_[r]);
-        m_.rope().apply(&k_[size_t(r) * kv_dim], hp.n_head_kv, positions_[r]);
-      }
-    });
-    kv_.store(l, k_.data(), v_.data(), slots_.data(), n);
-    kernels::attention(shape, kv_.layout(), kv_.k(l), kv_.v(l), attn_seqs_.data(), static_cast<int>(attn_seqs_.size()),
-                       pool_);
-    kernels::matmul(lw.wo, att_.data(), n, out_.data(), pool_);
-    kernels::add(x_.data(), out_.data(), static_cast<int64_t>(n) * dim, x_.data());
-
-    for_rows(pool_, n, [&](int a, int b) {
-      kernels::rmsnorm(&x_[size_t(a) * dim], lw.ffn_norm.data(), hp.rms_eps, dim, b - a, &xn_[size_t(a) * dim]);
-    });
-    kernels::matmul({{&lw.w_gate, gate_.data()}, {&lw.w_up, up_.data()}}, xn_.data(), n, pool_);
-    for_rows(pool_, n, [&](int a, int b) {
-      kernels::silu_mul(&gate_[size_t(a) * ffn], &up_[size_t(a) * ffn], int64_t(b - a) * ffn, &gate_[size_t(a) * ffn]);
-    });
-    kernels::matmul(lw.w_down, gate_.data(), n, out_.data(), pool_);
-    kernels::add(x_.data(), out_.data(), static_cast<int64_t>(n) * dim, x_.data());
+    jobs_[l] = {kernels::MatmulJob({{&lw.wq, q_.data()}, {&lw.wk, k_.data()}, {&lw.wv, v_.data()}}, xn_.data(), n, acts_.data()),
+                kernels::MatmulJob({{&lw.wo, out_.data()}}, att_.data(), n, acts_.data()),
+                kernels::MatmulJob({{&lw.w_gate, gate_.data()}, {&lw.w_up, up_.data()}}, xn_.data(), n, acts_.data()),
+                kernels::MatmulJob({{&lw.w_down, out_.data()}}, gate_.data(), n, acts_.data())};
   }
-
-  // Final norm and output projection only for the rows whose logits are wanted.
-  const int n_out = static_cast<int>(logit_rows_.size());
-  if (n_out == 0) return {};
-  for (int i = 0; i < n_out; ++i)
-    kernels::rmsnorm(&x_[size_t(logit_rows_[i]) * dim], w.output_norm.data(), hp.rms_eps, dim, 1, &xn_[size_t(i) * dim]);
   logits_.resize(static_cast<size_t>(n_out) * hp.n_vocab);  // grows to its steady size once
-  kernels::matmul(w.output, xn_.data(), n_out, logits_.data(), pool_);
+  const kernels::MatmulJob output({{&w.output, logits_.data()}}, xn_.data(), n_out, acts_.data());
+  attention_.plan({hp.n_head, hp.n_head_kv, hp.head_dim}, kv_.layout(), attn_seqs_.data(),
+                  static_cast<int>(attn_seqs_.size()));
+
+  // One job for the whole pass, every thread running this body; each step
+  // is over the rows (norms, RoPE, the KV store, activation quantizing),
+  // one matmul's panel chunks, or attention's items.
+  auto row = [](std::vector<float>& v, int64_t r, int width) { return &v[static_cast<size_t>(r) * width]; };
+  pool_.run_team(forward_steps(hp.n_layer), [&](Team& team) {
+    team.share(n, [&](int64_t r) { read_row(w.token_embd, tokens_[r], row(x_, r, dim)); });
+    for (int l = 0; l < hp.n_layer; ++l) {
+      const LayerWeights& lw = w.layers[l];
+      const LayerJobs& job = jobs_[l];
+      team.share(n, [&](int64_t r) {
+        // The previous layer's FFN output joins the residual stream here.
+        if (l > 0) kernels::add(row(x_, r, dim), row(out_, r, dim), dim, row(x_, r, dim));
+        kernels::rmsnorm(row(x_, r, dim), lw.attn_norm.data(), hp.rms_eps, dim, 1, row(xn_, r, dim));
+        job.qkv.prepare_row(r);
+      });
+      run_matmul(team, job.qkv);
+      team.share(n, [&](int64_t r) {
+        add_bias(row(q_, r, q_dim), lw.bq);
+        add_bias(row(k_, r, kv_dim), lw.bk);
+        add_bias(row(v_, r, kv_dim), lw.bv);
+        m_.rope().apply(row(q_, r, q_dim), hp.n_head, positions_[r]);
+        m_.rope().apply(row(k_, r, kv_dim), hp.n_head_kv, positions_[r]);
+        kv_.store(l, row(k_, r, kv_dim), row(v_, r, kv_dim), &slots_[r], 1);
+      });
+      team.queue(attention_.items(), [&](int64_t i) { attention_.run_item(i, kv_.k(l), kv_.v(l)); });
+      team.share(n, [&](int64_t r) { job.o.prepare_row(r); });
+      run_matmul(team, job.o);
+      team.share(n, [&](int64_t r) {
+        kernels::add(row(x_, r, dim), row(out_, r, dim), dim, row(x_, r, dim));
+        kernels::rmsnorm(row(x_, r, dim), lw.ffn_norm.data(), hp.rms_eps, dim, 1, row(xn_, r, dim));
+        job.gate_up.prepare_row(r);
+      });
+      run_matmul(team, job.gate_up);
+      team.share(n, [&](int64_t r) {
+        kernels::silu_mul(row(gate_, r, ffn), row(up_, r, ffn), ffn, row(gate_, r, ffn));
+        job.down.prepare_row(r);
+      });
+      run_matmul(team, job.down);
+    }
+    // The last FFN output joins the residual, then the final norm and the
+    // output projection, only for the rows whose logits are wanted.
+    team.share(n_out, [&](int64_t i) {
+      const int r = logit_rows_[i];
+      kernels::add(row(x_, r, dim), row(out_, r, dim), dim, row(x_, r, dim));
+      kernels::rmsnorm(row(x_, r, dim), w.output_norm.data(), hp.rms_eps, dim, 1, row(xn_, i, dim));
+      output.prepare_row(i);
+    });
+    run_matmul(team, output);
+  });
   return logits_;
 }
 

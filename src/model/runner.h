@@ -3,12 +3,14 @@
 // the step contributes a run of tokens (a prefill chunk, or one decode
 // token) at consecutive positions; all rows go through every weight matmul
 // together, so each weight matrix is streamed once per step whatever the
-// batch. Attention reads each sequence's KV through its block table.
+// batch. Attention reads each sequence's KV through its block table. A
+// pass is one pool job (ThreadPool::run_team), its ops the job's steps.
 #include <cstdint>
 #include <span>
 #include <vector>
 
 #include "kernels/attention.h"
+#include "kernels/matmul.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
 
@@ -53,6 +55,14 @@ class ModelRunner {
   std::vector<int32_t> tokens_, positions_, slots_, logit_rows_;
   std::vector<kernels::AttentionSeq> attn_seqs_;
   std::vector<float> x_, xn_, q_, k_, v_, att_, gate_, up_, out_, logits_;
+  // A step's plans, made before its threads start: the layers' matmuls
+  // (all quantizing their input into acts_, one at a time) and attention.
+  struct LayerJobs {
+    kernels::MatmulJob qkv, o, gate_up, down;
+  };
+  std::vector<LayerJobs> jobs_;
+  std::vector<kernels::Q8Act> acts_;
+  kernels::AttentionJob attention_;
 };
 
 // One sequence with a KV cache of its own, for `generate` and tests: the

@@ -205,6 +205,44 @@ TEST(MatmulTargets, MatchSeparateCalls) {
   EXPECT_THROW(matmul({{&ws[4], y.data()}, {&other, y.data()}}, x.data(), 1, pool), Error);
 }
 
+// A MatmulJob run by hand, its chunks in any order on one thread, gives
+// matmul()'s bits; too many targets are refused.
+TEST(MatmulJob, AnyChunkOrderGivesMatmulsResult) {
+  ThreadPool pool(2);
+  std::mt19937 rng(5);
+  const int64_t cols = 2304;  // two column slices
+  const TensorType types[] = {TensorType::Q4_0, TensorType::Q4_1, TensorType::F16};
+  const int64_t rows[] = {200, 40, 17};
+  std::vector<std::vector<uint8_t>> raw;
+  std::vector<Matrix> ws;
+  std::vector<PackedWeights> storage;
+  for (int i = 0; i < 3; ++i) {
+    raw.push_back(llmserve::testing::random_rows(rng, types[i], rows[i], cols));
+    ws.push_back(Matrix{types[i], raw.back().data(), rows[i], cols, llmserve::testing::row_bytes_of(types[i], cols)});
+    storage.push_back(prepare(ws.back()));
+  }
+  for (int64_t n_tokens : {1, 5}) {
+    const auto x = llmserve::testing::random_floats(rng, static_cast<size_t>(n_tokens * cols));
+    std::vector<std::vector<float>> want(3), got(3);
+    std::vector<MatmulTarget> want_t, got_t;
+    for (int i = 0; i < 3; ++i) {
+      want[i].resize(rows[i] * n_tokens);
+      got[i].resize(rows[i] * n_tokens);
+      want_t.push_back({&ws[i], want[i].data()});
+      got_t.push_back({&ws[i], got[i].data()});
+    }
+    matmul(want_t, x.data(), n_tokens, pool);
+    std::vector<Q8Act> acts(static_cast<size_t>(MatmulJob::acts_blocks(got_t, n_tokens)));
+    const MatmulJob job(got_t, x.data(), n_tokens, acts.data());
+    for (int64_t t = 0; t < n_tokens; ++t) job.prepare_row(t);
+    ASSERT_GT(job.chunks(), 3);
+    for (int64_t c = job.chunks() - 1; c >= 0; --c) job.run_chunk(c);
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(got[i], want[i]) << "target " << i << ", " << n_tokens << " tokens";
+  }
+  std::vector<MatmulTarget> many(MatmulJob::kMaxTargets + 1, MatmulTarget{&ws[0], nullptr});
+  EXPECT_THROW(MatmulJob(many, nullptr, 1, nullptr), Error);
+}
+
 // prepare_all (how the model packs all its matrices into one allocation)
 // gives the panels prepare() gives, each 64-byte aligned, back to back.
 TEST(MatmulPrepare, IntoOneBufferMatchesSeparateStorage) {

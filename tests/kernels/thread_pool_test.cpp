@@ -1,6 +1,6 @@
 // ThreadPool: every thread runs each job exactly once, jobs see each
-// other's writes in order, barriers separate phases, and sleeping workers
-// wake up.
+// other's writes in order, barriers separate phases, sleeping workers wake
+// up, and a team job's steps run every item once, in step order.
 #include "core/thread_pool.h"
 
 #include <gtest/gtest.h>
@@ -137,6 +137,77 @@ TEST(ThreadPool, ParallelForAndRunInterleave) {
     if (round % 3 != 2) want_items += round % 7;
   EXPECT_EQ(items.load(), want_items);
   EXPECT_EQ(runs.load(), 3 * (2000 / 3));
+}
+
+TEST(Team, RunsEveryItemOfEveryStepOnce) {
+  for (int n : {1, 2, 3, 5}) {
+    ThreadPool pool(n);
+    const std::vector<int64_t> sizes = {0, 1, 2, 7, 1000, 3};
+    std::vector<std::vector<std::atomic<int>>> hits;
+    for (int64_t s : sizes) hits.emplace_back(static_cast<size_t>(s));
+    for (int round = 1; round <= 20; ++round) {
+      pool.run_team(static_cast<int>(sizes.size()), [&](Team& team) {
+        ASSERT_EQ(team.size(), n);
+        for (size_t s = 0; s < sizes.size(); ++s) {
+          auto item = [&](int64_t i) { hits[s][i].fetch_add(1); };
+          if (s % 2 == 0) team.share(sizes[s], item);
+          else team.queue(sizes[s], item);
+        }
+      });
+      for (auto& step : hits)
+        for (auto& h : step) ASSERT_EQ(h.load(), round) << n << " threads";
+    }
+  }
+}
+
+// Each step reads everything the step before wrote, whichever threads wrote
+// it, and items of uneven length (some long enough for a worker to fall a
+// step or more behind) change nothing.
+TEST(Team, StepsSeeThePreviousStepsWrites) {
+  ThreadPool pool(3);
+  constexpr int kSteps = 40, kItems = 64;
+  std::vector<std::vector<uint64_t>> value(kSteps, std::vector<uint64_t>(kItems));  // sums wrap
+  for (int round = 0; round < 50; ++round) {
+    pool.run_team(kSteps, [&](Team& team) {
+      for (int s = 0; s < kSteps; ++s) {
+        auto item = [&, s](int64_t i) {
+          if ((s * kItems + i + round) % 97 == 0) std::this_thread::sleep_for(std::chrono::microseconds(100));
+          uint64_t prev = 0;  // step s-1's sum, written by any thread
+          if (s > 0)
+            for (uint64_t v : value[s - 1]) prev += v;
+          value[s][i] = prev + i + round;
+        };
+        if (s % 2) team.queue(kItems, item);
+        else team.share(kItems, item);
+      }
+    });
+    uint64_t sum = 0;  // each step: kItems * (previous sum + round) + sum of i
+    for (int s = 0; s < kSteps; ++s) sum = kItems * (sum + round) + kItems * (kItems - 1) / 2;
+    uint64_t last = 0;
+    for (uint64_t v : value[kSteps - 1]) last += v;
+    ASSERT_EQ(last, sum) << "round " << round;
+  }
+}
+
+// Team jobs between other kinds of job, on a pool whose workers have gone
+// to sleep or are still finishing the previous job.
+TEST(Team, InterleavesWithOtherJobs) {
+  ThreadPool pool(2);
+  std::atomic<int64_t> items{0};
+  int64_t want = 0;
+  for (int round = 0; round < 1000; ++round) {
+    if (round % 100 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    if (round % 2) {
+      pool.parallel_for_shares(5, [&](int64_t) { items.fetch_add(1); });
+      want += 5;
+    } else {
+      pool.run_team(3, [&](Team& team) {
+        for (int s = 0; s < 3; ++s) team.share(s + round % 4, [&](int64_t) { items.fetch_add(1); });
+      });
+      want += 3 + 3 * (round % 4);
+    }
+  }
+  EXPECT_EQ(items.load(), want);
 }
 
 TEST(ThreadPool, AcceptsStdFunctionAndSplitsEvenly) {

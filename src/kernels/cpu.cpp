@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "core/error.h"
@@ -59,6 +60,29 @@ Isa from_env(Isa detected) {
   return want < detected ? want : detected;
 }
 
+bool amd_cores() {
+  const Regs l0 = cpuid(0, 0);
+  char vendor[13] = {};
+  std::memcpy(vendor, &l0.b, 4);
+  std::memcpy(vendor + 4, &l0.d, 4);
+  std::memcpy(vendor + 8, &l0.c, 4);
+  const std::string_view v(vendor);
+  return v == "AuthenticAMD" || v == "HygonGenuine";
+}
+
+bool prefetch_from_env() {
+  const char* env = std::getenv("LLMSERVE_PREFETCH");
+  if (env == nullptr || *env == 0) return !amd_cores();
+  const std::string_view s(env);
+  if (s == "0" || s == "1") return s == "1";
+  throw Error("LLMSERVE_PREFETCH=" + std::string(s) + ": expected 0 or 1");
+}
+
+std::atomic<bool>& prefetch() {
+  static std::atomic<bool> on{prefetch_from_env()};
+  return on;
+}
+
 std::atomic<int>& active() {
   static std::atomic<int> isa{static_cast<int>(from_env(detected_isa()))};
   return isa;
@@ -87,5 +111,9 @@ Isa set_isa(Isa isa) {
   active().store(static_cast<int>(clamped), std::memory_order_relaxed);
   return clamped;
 }
+
+bool prefetch_weights() { return prefetch().load(std::memory_order_relaxed); }
+
+void set_prefetch_weights(bool on) { prefetch().store(on, std::memory_order_relaxed); }
 
 }  // namespace llmserve::kernels

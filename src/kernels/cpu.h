@@ -1,7 +1,8 @@
 #pragma once
-// Which instruction set the kernels use. Detected once from CPUID (and the
-// OS's XSAVE state, so a kernel never uses registers the OS does not save);
-// tests and benchmarks may force a lower level to exercise every path.
+// Which instruction set the kernels use, and whether they prefetch weights
+// in software. Detected once from CPUID (and the OS's XSAVE state, so a
+// kernel never uses registers the OS does not save); tests and benchmarks
+// may force a lower level, or either prefetch setting, to exercise every path.
 #include <string_view>
 
 namespace llmserve::kernels {
@@ -25,5 +26,22 @@ Isa active_isa();
 // Forces a level (clamped to detected_isa()) and returns what is in effect.
 // Not synchronised with running kernels: call it between ops, as tests do.
 Isa set_isa(Isa isa);
+
+// Whether the AVX-512 matmul kernels prefetch the weight panels they stream
+// in software (8 KiB ahead, into L2) for every format; without it only the
+// K-quants do, and Q8_0, Q4_0 and the float formats rely on the hardware
+// prefetchers. Decode streams every weight once per token, so this decides
+// how close to the read bandwidth it gets, and the best choice is the CPU's:
+//  - Intel Xeon (the 2-vCPU host of this project's Intel rounds): with it,
+//    tinyllama Q4_0 decode went from 0.63-0.65 to 0.83-0.90 of the read
+//    bandwidth, Q8_0 from 0.81-0.83 to 0.91-0.93 (bench, alternated runs);
+//  - AMD Zen 5 (the host of earlier rounds): software prefetch cost Q8_0
+//    and Q4_0 decode 8-10%.
+// So: on unless the CPU is AMD's (or Hygon's, the same cores).
+// LLMSERVE_PREFETCH=0|1 in the environment at first use overrides that.
+bool prefetch_weights();
+
+// Forces the setting. Like set_isa(): call it between ops.
+void set_prefetch_weights(bool on);
 
 }  // namespace llmserve::kernels

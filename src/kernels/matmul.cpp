@@ -213,7 +213,7 @@ void MatmulJob::run_chunk(int64_t c) const {
   const Matrix& w = *t->w;
   const PackedLayout layout(panel_format(w.type), w.rows, cols_);
   const int64_t p1 = std::min(layout.panels, p0 + chunk_panels_);
-  const MatmulKernels& k = matmul_kernels(active_isa());
+  const PanelKernel kernel = matmul_kernels(active_isa()).panel[prefetch_weights()][static_cast<int>(layout.format)];
   const bool quantized = is_quantized(layout.format);
   const int64_t nb = cols_ / kQBlock;
   // Tokens per pass over the chunk: as many as fit kActivationBlockBytes.
@@ -254,7 +254,7 @@ void MatmulJob::run_chunk(int64_t c) const {
         a.panel = panels + slice_start(s) + (q - p0) * pb;
         a.y = t->y + t0 * w.rows + q * kPanelRows;
         a.rows = static_cast<int>(std::min<int64_t>(kPanelRows, w.rows - q * kPanelRows));
-        k.panel[static_cast<int>(layout.format)](a);
+        kernel(a);
       }
     }
   }

@@ -30,7 +30,6 @@ namespace {
 // Tokens per register tile: 2 x 8 accumulators, the 8 code vectors and
 // temporaries fit the 32 registers (16 tokens spill and run ~15% slower).
 constexpr int kTokenBlock = 8;
-constexpr int kPrefetchBytes = 2048;
 
 __m512 load_f16x16(const uint8_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
 
@@ -51,15 +50,21 @@ __m512i dot4(__m512i acc, __m512i u, const int8_t* s) {
   }
 }
 
-// A group of a panel, fetched kPrefetchBytes ahead of use (Format::kPrefetch).
-// Each thread streams a contiguous share of a call's panels
-// (ThreadPool::parallel_for_shares), which the hardware prefetchers follow
-// well enough for Q8_0 and Q4_0: prefetching cost their decode 8-10%. The
-// K-quants, with more work per byte, read at 0.80-1.18 of the bandwidth
-// with it and 0.51-0.78 without (bench_kernels matvec/q4_k|q6_k, 3 rounds).
+// The kBytes of a panel at p, fetched into L2 kPrefetchBytes ahead of use:
+// by every kernel when prefetch_weights() is on (cpu.h says where it pays),
+// and by the K-quants always (Format::kAlwaysPrefetch). Each thread streams
+// a contiguous share of a call's panels (ThreadPool::parallel_for_shares).
+// On the Zen 5 host the hardware prefetchers followed that well enough for
+// Q8_0 and Q4_0, while the K-quants, with more work per byte, read at
+// 0.80-1.18 of the bandwidth with prefetch (then T0, 2 KiB ahead) and
+// 0.51-0.78 without (bench_kernels matvec/q4_k|q6_k, 3 rounds). On the Intel
+// host, 4-16 KiB ahead into L2 decoded alike (tinyllama Q4_0 bench) and
+// 2 KiB less; the K-quants read the same with T0 2 KiB and T1 8 KiB within
+// the noise (matvec/q4_k|q6_k, 2 rounds alternated).
+constexpr int kPrefetchBytes = 8192;
 template <int64_t kBytes>
 void prefetch(const uint8_t* p) {
-  for (int l = 0; l < kBytes; l += 64) _mm_prefetch(reinterpret_cast<const char*>(p + l), _MM_HINT_T0);
+  for (int l = 0; l < kBytes; l += 64) _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBytes + l), _MM_HINT_T1);
 }
 
 // Token t's 16 row results: written, or added to y (PanelArgs::accumulate).
@@ -126,7 +131,7 @@ void unpack_nibbles(const uint8_t* p, __m512i* g) {
 // taken kHighShift bits down (see accumulate_block); m_lo is then unused.
 struct Q8_0 {
   static constexpr const QuantLayout& kLayout = kQ8_0Layout;
-  static constexpr bool kTwoScales = false, kFoldedOffset = true, kPrefetch = false;
+  static constexpr bool kTwoScales = false, kFoldedOffset = true, kAlwaysPrefetch = false;
   static constexpr int kHighShift = 0;
   static void load(const uint8_t* panel, int64_t b, Block& k) {
     for (int j = 0; j < 8; ++j) k.g[j] = _mm512_load_si512(panel + kLayout.codes(b) + 64 * j);
@@ -136,7 +141,7 @@ struct Q8_0 {
 
 struct Q4_0 {
   static constexpr const QuantLayout& kLayout = kQ4_0Layout;
-  static constexpr bool kTwoScales = false, kFoldedOffset = true, kPrefetch = false;
+  static constexpr bool kTwoScales = false, kFoldedOffset = true, kAlwaysPrefetch = false;
   static constexpr int kHighShift = 4;
   static void load(const uint8_t* panel, int64_t b, Block& k) {
     nibbles_hi16(panel + kLayout.codes(b), k.g);
@@ -153,7 +158,7 @@ __m512 i8x16_to_ps(const uint8_t* p) {
 
 struct Q4_K {
   static constexpr const QuantLayout& kLayout = kQ4_KLayout;
-  static constexpr bool kTwoScales = false, kFoldedOffset = false, kPrefetch = true;
+  static constexpr bool kTwoScales = false, kFoldedOffset = false, kAlwaysPrefetch = true;
   static void load(const uint8_t* panel, int64_t b, Block& k) {
     const int64_t c = b % 8;
     unpack_nibbles(panel + kLayout.codes(b), k.g);
@@ -165,7 +170,7 @@ struct Q4_K {
 
 struct Q6_K {
   static constexpr const QuantLayout& kLayout = kQ6_KLayout;
-  static constexpr bool kTwoScales = true, kFoldedOffset = false, kPrefetch = true;
+  static constexpr bool kTwoScales = true, kFoldedOffset = false, kAlwaysPrefetch = true;
   static void load(const uint8_t* panel, int64_t b, Block& k) {
     const int64_t c = b % 8;
     const uint8_t* codes = panel + kLayout.codes(b);
@@ -221,7 +226,7 @@ void accumulate_block(const Block& k, const Q8Act* x, __m512& acc, __m512& off) 
 // to a token's critical path instead of two (decode has only one token).
 // The panel is walked group by group, so a block's offsets within its group
 // are constants: index arithmetic in the loop cost decode 13% of its tokens/s.
-template <class Format, int T>
+template <class Format, bool kPrefetch, int T>
 void quant_tile(const PanelArgs& a, int64_t t0) {
   constexpr QuantLayout layout = Format::kLayout;
   constexpr int64_t kGroupBlocks = layout.group_blocks;
@@ -234,7 +239,7 @@ void quant_tile(const PanelArgs& a, int64_t t0) {
     for (int64_t i = 0; i < kGroupBlocks && b0 + i < nb; ++i) {
       // Issued from inside the block loop: written before it, GCC 12 kept it
       // for the first group only.
-      if (Format::kPrefetch && i == 0) prefetch<layout.group_bytes>(group + kPrefetchBytes);
+      if ((kPrefetch || Format::kAlwaysPrefetch) && i == 0) prefetch<layout.group_bytes>(group);
       Block k;
       Format::load(group, i, k);
       for (int t = 0; t < T; ++t) accumulate_block<Format, T>(k, x + t * a.x_stride + i, acc[t], off[t]);
@@ -242,27 +247,30 @@ void quant_tile(const PanelArgs& a, int64_t t0) {
   for (int t = 0; t < T; ++t) store(a, t0 + t, _mm512_sub_ps(acc[t], off[t]));
 }
 
-template <class Format, int... T>
+template <class Format, bool kPrefetch, int... T>
 void panel_quant_impl(const PanelArgs& a, std::integer_sequence<int, T...>) {
-  static constexpr void (*tiles[])(const PanelArgs&, int64_t) = {quant_tile<Format, T + 1>...};
+  static constexpr void (*tiles[])(const PanelArgs&, int64_t) = {quant_tile<Format, kPrefetch, T + 1>...};
   for (int64_t t0 = 0; t0 < a.n_tokens; t0 += kTokenBlock)
     tiles[std::min<int64_t>(kTokenBlock, a.n_tokens - t0) - 1](a, t0);
 }
 
-template <class Format>
+template <class Format, bool kPrefetch>
 void panel_quant(const PanelArgs& a) {
-  panel_quant_impl<Format>(a, std::make_integer_sequence<int, kTokenBlock>());
+  panel_quant_impl<Format, kPrefetch>(a, std::make_integer_sequence<int, kTokenBlock>());
 }
 
 struct F32 {
+  static constexpr int64_t kColumnBytes = 64;
   static __m512 load(const uint8_t* p, int64_t c) { return _mm512_load_ps(reinterpret_cast<const float*>(p + c * 64)); }
 };
 struct F16 {
+  static constexpr int64_t kColumnBytes = 32;
   static __m512 load(const uint8_t* p, int64_t c) {
     return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p + c * 32)));
   }
 };
 struct BF16 {
+  static constexpr int64_t kColumnBytes = 32;
   static __m512 load(const uint8_t* p, int64_t c) {
     const __m512i h = _mm512_cvtepu16_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(p + c * 32)));
     return _mm512_castsi512_ps(_mm512_slli_epi32(h, 16));
@@ -272,7 +280,7 @@ struct BF16 {
 // T tokens starting at t0, all in registers. The columns alternate between
 // two chains per token, which halves the FMA latency decode sees; the same
 // for every T, so results do not depend on the batch (see quant_tile).
-template <class Format, int T>
+template <class Format, bool kPrefetch, int T>
 void float_tile(const PanelArgs& a, int64_t t0) {
   constexpr int C = 2;
   __m512 acc[C][T];
@@ -281,11 +289,13 @@ void float_tile(const PanelArgs& a, int64_t t0) {
   const float* x = static_cast<const float*>(a.x) + t0 * a.x_stride;
   const int64_t xs = a.x_stride;
   int64_t c = 0;
-  for (; c + C <= a.cols; c += C)
+  for (; c + C <= a.cols; c += C) {
+    if (kPrefetch) prefetch<C * Format::kColumnBytes>(a.panel + c * Format::kColumnBytes);
     for (int u = 0; u < C; ++u) {
       const __m512 w = Format::load(a.panel, c + u);
       for (int t = 0; t < T; ++t) acc[u][t] = _mm512_fmadd_ps(w, _mm512_set1_ps(x[t * xs + c + u]), acc[u][t]);
     }
+  }
   for (; c < a.cols; ++c) {
     const __m512 w = Format::load(a.panel, c);
     for (int t = 0; t < T; ++t) acc[0][t] = _mm512_fmadd_ps(w, _mm512_set1_ps(x[t * xs + c]), acc[0][t]);
@@ -299,24 +309,26 @@ void float_tile(const PanelArgs& a, int64_t t0) {
 
 constexpr int kFloatTokens = 8;
 
-template <class Format, int... T>
+template <class Format, bool kPrefetch, int... T>
 void panel_float_impl(const PanelArgs& a, std::integer_sequence<int, T...>) {
-  static constexpr void (*tiles[])(const PanelArgs&, int64_t) = {float_tile<Format, T + 1>...};
+  static constexpr void (*tiles[])(const PanelArgs&, int64_t) = {float_tile<Format, kPrefetch, T + 1>...};
   for (int64_t t0 = 0; t0 < a.n_tokens; t0 += kFloatTokens)
     tiles[std::min<int64_t>(kFloatTokens, a.n_tokens - t0) - 1](a, t0);
 }
 
-template <class Format>
+template <class Format, bool kPrefetch>
 void panel_float(const PanelArgs& a) {
-  panel_float_impl<Format>(a, std::make_integer_sequence<int, kFloatTokens>());
+  panel_float_impl<Format, kPrefetch>(a, std::make_integer_sequence<int, kFloatTokens>());
 }
+
+template <bool kPrefetch>
+constexpr PanelKernels kPanels = {
+    panel_quant<Q8_0, kPrefetch>,  panel_quant<Q4_0, kPrefetch>, panel_quant<Q4_K, kPrefetch>,
+    panel_quant<Q6_K, kPrefetch>,  panel_float<F32, kPrefetch>,  panel_float<F16, kPrefetch>,
+    panel_float<BF16, kPrefetch>};
 
 }  // namespace
 
-const MatmulKernels kMatmulKernels = {
-    quantize,
-    {panel_quant<Q8_0>, panel_quant<Q4_0>, panel_quant<Q4_K>, panel_quant<Q6_K>, panel_float<F32>,
-     panel_float<F16>, panel_float<BF16>},
-};
+const MatmulKernels kMatmulKernels = {quantize, {kPanels<false>, kPanels<true>}};
 
 }  // namespace llmserve::kernels::avx512

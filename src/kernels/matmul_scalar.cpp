@@ -168,10 +168,10 @@ void panel_float(const PanelArgs& a) {
 
 }  // namespace
 
-const MatmulKernels kMatmulKernels = {
-    quantize,
-    {panel_quant<decode_q8_0>, panel_quant<decode_q4_0>, panel_quant<decode_q4_k>, panel_quant<decode_q6_k>,
-     panel_float<load_f32, 4>, panel_float<load_f16, 2>, panel_float<load_bf16, 2>},
-};
+// The portable path leaves prefetching to the hardware in both settings.
+constexpr PanelKernels kPanels = {panel_quant<decode_q8_0>, panel_quant<decode_q4_0>, panel_quant<decode_q4_k>,
+                                  panel_quant<decode_q6_k>, panel_float<load_f32, 4>,   panel_float<load_f16, 2>,
+                                  panel_float<load_bf16, 2>};
+const MatmulKernels kMatmulKernels = {quantize, {kPanels, kPanels}};
 
 }  // namespace llmserve::kernels::scalar

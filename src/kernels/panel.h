@@ -38,6 +38,7 @@
 // Float formats: [cols][16] values (f32, f16 or bf16 bits).
 // Other GGUF types are dequantized into f32 panels when used.
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 
@@ -134,11 +135,16 @@ struct PanelArgs {
   bool accumulate;     // y += the products (column slices after the first) instead of y =
 };
 
+using PanelKernel = void (*)(const PanelArgs& args);
+using PanelKernels = std::array<PanelKernel, static_cast<size_t>(PanelFormat::count)>;
+
 struct MatmulKernels {
   // Quantizes one row of `cols` floats (a multiple of 32) to Q8Act blocks.
   // Every ISA rounds the same way, so results are bit-identical.
   void (*quantize)(const float* x, int64_t cols, Q8Act* out);
-  void (*panel[static_cast<int>(PanelFormat::count)])(const PanelArgs& args);
+  // Per format: [0] as the ISA streams weights by default, [1] prefetching
+  // them in software (cpu.h: prefetch_weights()). Same results either way.
+  PanelKernels panel[2];
 };
 
 namespace scalar { extern const MatmulKernels kMatmulKernels; }

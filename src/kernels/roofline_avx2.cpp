@@ -9,11 +9,15 @@ namespace llmserve::kernels::avx2 {
 
 namespace {
 
+template <bool kPrefetch>
 uint64_t read(const uint8_t* p, size_t bytes) {
   __m256i acc[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
   for (size_t i = 0; i < bytes; i += 256)
-    for (int u = 0; u < 8; ++u)
+    for (int u = 0; u < 8; ++u) {
+      if (kPrefetch && u % 2 == 0)
+        _mm_prefetch(reinterpret_cast<const char*>(p + i + kReadPrefetchBytes + 32 * u), _MM_HINT_T1);
       acc[u % 4] = _mm256_add_epi64(acc[u % 4], _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 32 * u)));
+    }
   const __m256i s = _mm256_add_epi64(_mm256_add_epi64(acc[0], acc[1]), _mm256_add_epi64(acc[2], acc[3]));
   uint64_t out[4];
   std::memcpy(out, &s, sizeof out);
@@ -47,6 +51,6 @@ uint64_t f32_loop(int64_t iters) {
 
 }  // namespace
 
-const RooflineKernels kRooflineKernels = {read, int8_loop, kChains * 32 * 2.0, f32_loop, 12 * 8 * 2.0};
+const RooflineKernels kRooflineKernels = {{read<false>, read<true>}, int8_loop, kChains * 32 * 2.0, f32_loop, 12 * 8 * 2.0};
 
 }  // namespace llmserve::kernels::avx2

@@ -8,10 +8,14 @@ namespace llmserve::kernels::avx512 {
 
 namespace {
 
+template <bool kPrefetch>
 uint64_t read(const uint8_t* p, size_t bytes) {
   __m512i acc[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512()};
   for (size_t i = 0; i < bytes; i += 256)
-    for (int u = 0; u < 4; ++u) acc[u] = _mm512_add_epi64(acc[u], _mm512_load_si512(p + i + 64 * u));
+    for (int u = 0; u < 4; ++u) {
+      if (kPrefetch) _mm_prefetch(reinterpret_cast<const char*>(p + i + kReadPrefetchBytes + 64 * u), _MM_HINT_T1);
+      acc[u] = _mm512_add_epi64(acc[u], _mm512_load_si512(p + i + 64 * u));
+    }
   const __m512i s = _mm512_add_epi64(_mm512_add_epi64(acc[0], acc[1]), _mm512_add_epi64(acc[2], acc[3]));
   uint64_t out[8];
   std::memcpy(out, &s, sizeof out);
@@ -46,6 +50,6 @@ uint64_t f32_loop(int64_t iters) {
 
 }  // namespace
 
-const RooflineKernels kRooflineKernels = {read, int8_loop, kChains * 64 * 2.0, f32_loop, kChains * 16 * 2.0};
+const RooflineKernels kRooflineKernels = {{read<false>, read<true>}, int8_loop, kChains * 64 * 2.0, f32_loop, kChains * 16 * 2.0};
 
 }  // namespace llmserve::kernels::avx512

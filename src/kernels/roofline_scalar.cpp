@@ -8,10 +8,12 @@ namespace llmserve::kernels::scalar {
 
 namespace {
 
+template <bool kPrefetch>
 uint64_t read(const uint8_t* p, size_t bytes) {
   uint64_t acc[4] = {0, 0, 0, 0};
   for (size_t i = 0; i < bytes; i += 32)
     for (int u = 0; u < 4; ++u) {
+      if (kPrefetch && u == 0 && i % 64 == 0) __builtin_prefetch(p + i + kReadPrefetchBytes, 0, 2);  // T1
       uint64_t v;
       std::memcpy(&v, p + i + 8 * u, 8);
       acc[u] += v;
@@ -47,6 +49,6 @@ uint64_t f32_loop(int64_t iters) {
 
 }  // namespace
 
-const RooflineKernels kRooflineKernels = {read, int8_loop, kChains * 2.0, f32_loop, kChains * 2.0};
+const RooflineKernels kRooflineKernels = {{read<false>, read<true>}, int8_loop, kChains * 2.0, f32_loop, kChains * 2.0};
 
 }  // namespace llmserve::kernels::scalar

@@ -73,6 +73,16 @@ std::vector<float> rounded_activations(const std::vector<float>& x, int64_t n_to
   return out;
 }
 
+// Restores the prefetch setting in effect when the scope started.
+class PrefetchGuard {
+ public:
+  explicit PrefetchGuard(bool on) : saved_(prefetch_weights()) { set_prefetch_weights(on); }
+  ~PrefetchGuard() { set_prefetch_weights(saved_); }
+
+ private:
+  bool saved_;
+};
+
 class MatmulTest : public ::testing::TestWithParam<std::tuple<TensorType, Isa>> {};
 
 TEST_P(MatmulTest, MatchesReference) {
@@ -96,6 +106,12 @@ TEST_P(MatmulTest, MatchesReference) {
     EXPECT_EQ(prepared.packed != nullptr, has_own_panel_format(type));
     matmul(prepared, x.data(), s.n_tokens, y.data(), pool);
     EXPECT_EQ(y, y_unprepared) << "prepared and on-the-fly panels must give identical results";
+    {
+      PrefetchGuard other(!prefetch_weights());
+      std::vector<float> y_other(n_out);
+      matmul(prepared, x.data(), s.n_tokens, y_other.data(), pool);
+      EXPECT_EQ(y, y_other) << "software prefetch on and off must give identical results";
+    }
 
     // Batch invariance: each token alone gives the same bits (batched decode
     // must produce what decoding alone produces).

@@ -92,6 +92,7 @@ void quantize(const float* x, int64_t cols, Q8Act* out) {
     a.dsum_hi = a.d * static_cast<float>(s1);
     a.dsum = a.d * static_cast<float>(s0 + s1);
     a.neg128_sum = -128 * (s0 + s1);
+    a.neg8_sum = -8 * (s0 + s1);
   }
 }
 

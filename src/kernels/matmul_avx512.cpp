@@ -94,6 +94,7 @@ void quantize(const float* x, int64_t cols, Q8Act* out) {
     a.dsum_hi = a.d * static_cast<float>(s1);
     a.dsum = a.d * static_cast<float>(s0 + s1);
     a.neg128_sum = -128 * (s0 + s1);
+    a.neg8_sum = -8 * (s0 + s1);
   }
 }
 
@@ -127,24 +128,33 @@ void unpack_nibbles(const uint8_t* p, __m512i* g) {
   }
 }
 
-// kFoldedOffset: w = S * (code - 128) with the block's high-group sums
-// taken kHighShift bits down (see accumulate_block); m_lo is then unused.
+// kFoldedOffset: w = S * (code - M / S), the integer offset -M / S per code
+// folded into the dot products (see accumulate_block); m_lo is then unused.
+// load<T> unpacks a block for tiles of T tokens (only Q4_0 differs by T).
 struct Q8_0 {
   static constexpr const QuantLayout& kLayout = kQ8_0Layout;
   static constexpr bool kTwoScales = false, kFoldedOffset = true, kAlwaysPrefetch = false;
   static constexpr int kHighShift = 0;
+  static int32_t offset(const Q8Act& x) { return x.neg128_sum; }
+  template <int T>
   static void load(const uint8_t* panel, int64_t b, Block& k) {
     for (int j = 0; j < 8; ++j) k.g[j] = _mm512_load_si512(panel + kLayout.codes(b) + 64 * j);
     k.s_lo = load_f16x16(panel + kLayout.meta(b));
   }
 };
 
+// Decode (T = 1) keeps the high nibbles 16 times over (nibbles_hi16) and
+// shifts its sum down once per block; several tokens share one shift per
+// vector instead (unpack_nibbles), so each token's sum needs none.
 struct Q4_0 {
   static constexpr const QuantLayout& kLayout = kQ4_0Layout;
   static constexpr bool kTwoScales = false, kFoldedOffset = true, kAlwaysPrefetch = false;
   static constexpr int kHighShift = 4;
+  static int32_t offset(const Q8Act& x) { return x.neg8_sum; }
+  template <int T>
   static void load(const uint8_t* panel, int64_t b, Block& k) {
-    nibbles_hi16(panel + kLayout.codes(b), k.g);
+    if constexpr (T == 1) nibbles_hi16(panel + kLayout.codes(b), k.g);
+    else unpack_nibbles(panel + kLayout.codes(b), k.g);
     k.s_lo = load_f16x16(panel + kLayout.meta(b));
   }
 };
@@ -159,6 +169,7 @@ __m512 i8x16_to_ps(const uint8_t* p) {
 struct Q4_K {
   static constexpr const QuantLayout& kLayout = kQ4_KLayout;
   static constexpr bool kTwoScales = false, kFoldedOffset = false, kAlwaysPrefetch = true;
+  template <int T>
   static void load(const uint8_t* panel, int64_t b, Block& k) {
     const int64_t c = b % 8;
     unpack_nibbles(panel + kLayout.codes(b), k.g);
@@ -171,6 +182,7 @@ struct Q4_K {
 struct Q6_K {
   static constexpr const QuantLayout& kLayout = kQ6_KLayout;
   static constexpr bool kTwoScales = true, kFoldedOffset = false, kAlwaysPrefetch = true;
+  template <int T>
   static void load(const uint8_t* panel, int64_t b, Block& k) {
     const int64_t c = b % 8;
     const uint8_t* codes = panel + kLayout.codes(b);
@@ -192,32 +204,51 @@ struct Q6_K {
   }
 };
 
+// The block's integer sum for one token, its offset folded in: decode splits
+// it into two chains (lo: groups 0-3; hi: groups 4-7 and the offset, shifted
+// down kHighShift bits: exact, as Q4_0's high sums are 16 n - 128 per code),
+// which hides latency with one token in flight; several tokens overlap
+// anyway, and one chain saves them the add (and Q4_0 the shift) per token.
+// Integer sums are exact whichever way they are added up.
+template <class Format, int T>
+__m512i folded_sum(const Block& k, const Q8Act* x) {
+  if constexpr (T == 1) {
+    __m512i lo = _mm512_setzero_si512(), hi = _mm512_set1_epi32(x->neg128_sum);
+    for (int j = 0; j < 4; ++j) lo = dot4<T>(lo, k.g[j], x->qs + 4 * j);
+    for (int j = 4; j < 8; ++j) hi = dot4<T>(hi, k.g[j], x->qs + 4 * j);
+    return _mm512_add_epi32(lo, _mm512_srai_epi32(hi, Format::kHighShift));
+  } else {
+    __m512i lo = _mm512_set1_epi32(Format::offset(*x)), hi = _mm512_setzero_si512();
+    for (int j = 0; j < 4; ++j) lo = dot4<T>(lo, k.g[j], x->qs + 4 * j);
+    for (int j = 4; j < 8; ++j) hi = dot4<T>(hi, k.g[j], x->qs + 4 * j);
+    return _mm512_add_epi32(lo, hi);
+  }
+}
+
 // Adds one block's products with one token's activations x to acc and off.
-// lo: groups 0-3, hi: groups 4-7 and a folded offset (hi is never shifted).
-// Every token goes through the same operations whatever the batch, so a
-// token's result does not depend on the batch it came in (batched decode
-// must give the tokens that decoding alone gives). Decode could split the
-// chains further for latency, but the blocks are independent and overlap
-// anyway; the extra instructions cost more than the latency they hide.
+// Every token goes through the same float operations whatever the batch,
+// and its integer sums are exact, so a token's result does not depend on
+// the batch it came in (batched decode must give the tokens that decoding
+// alone gives).
 template <class Format, int T>
 void accumulate_block(const Block& k, const Q8Act* x, __m512& acc, __m512& off) {
-  __m512i lo = _mm512_setzero_si512();
-  __m512i hi = Format::kFoldedOffset ? _mm512_set1_epi32(x->neg128_sum) : _mm512_setzero_si512();
-  for (int j = 0; j < 4; ++j) lo = dot4<T>(lo, k.g[j], x->qs + 4 * j);
-  for (int j = 4; j < 8; ++j) hi = dot4<T>(hi, k.g[j], x->qs + 4 * j);
   if constexpr (Format::kFoldedOffset) {
-    // hi is a multiple of 2^kHighShift (Q4_0: 16 n - 128 per code): exact.
-    const __m512i sum = _mm512_add_epi32(lo, _mm512_srai_epi32(hi, Format::kHighShift));
+    const __m512i sum = folded_sum<Format, T>(k, x);
     acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(k.s_lo, _mm512_set1_ps(x->d)), acc);
-  } else if constexpr (Format::kTwoScales) {
-    const __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi), k.s_hi, _mm512_mul_ps(_mm512_cvtepi32_ps(lo), k.s_lo));
-    acc = _mm512_fmadd_ps(f, _mm512_set1_ps(x->d), acc);
-    off = _mm512_fmadd_ps(k.m_lo, _mm512_set1_ps(x->dsum_lo), off);
-    off = _mm512_fmadd_ps(k.m_hi, _mm512_set1_ps(x->dsum_hi), off);
   } else {
-    const __m512 sum = _mm512_cvtepi32_ps(_mm512_add_epi32(lo, hi));
-    acc = _mm512_fmadd_ps(sum, _mm512_mul_ps(k.s_lo, _mm512_set1_ps(x->d)), acc);
-    off = _mm512_fmadd_ps(k.m_lo, _mm512_set1_ps(x->dsum), off);
+    __m512i lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
+    for (int j = 0; j < 4; ++j) lo = dot4<T>(lo, k.g[j], x->qs + 4 * j);
+    for (int j = 4; j < 8; ++j) hi = dot4<T>(hi, k.g[j], x->qs + 4 * j);
+    if constexpr (Format::kTwoScales) {
+      const __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi), k.s_hi, _mm512_mul_ps(_mm512_cvtepi32_ps(lo), k.s_lo));
+      acc = _mm512_fmadd_ps(f, _mm512_set1_ps(x->d), acc);
+      off = _mm512_fmadd_ps(k.m_lo, _mm512_set1_ps(x->dsum_lo), off);
+      off = _mm512_fmadd_ps(k.m_hi, _mm512_set1_ps(x->dsum_hi), off);
+    } else {
+      const __m512 sum = _mm512_cvtepi32_ps(_mm512_add_epi32(lo, hi));
+      acc = _mm512_fmadd_ps(sum, _mm512_mul_ps(k.s_lo, _mm512_set1_ps(x->d)), acc);
+      off = _mm512_fmadd_ps(k.m_lo, _mm512_set1_ps(x->dsum), off);
+    }
   }
 }
 
@@ -241,7 +272,7 @@ void quant_tile(const PanelArgs& a, int64_t t0) {
       // for the first group only.
       if ((kPrefetch || Format::kAlwaysPrefetch) && i == 0) prefetch<layout.group_bytes>(group);
       Block k;
-      Format::load(group, i, k);
+      Format::template load<T>(group, i, k);
       for (int t = 0; t < T; ++t) accumulate_block<Format, T>(k, x + t * a.x_stride + i, acc[t], off[t]);
     }
   for (int t = 0; t < T; ++t) store(a, t0 + t, _mm512_sub_ps(acc[t], off[t]));

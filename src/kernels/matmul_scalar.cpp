@@ -38,6 +38,7 @@ void quantize(const float* x, int64_t cols, Q8Act* out) {
     a.dsum_hi = a.d * static_cast<float>(sum[1]);
     a.dsum = a.d * static_cast<float>(sum[0] + sum[1]);
     a.neg128_sum = -128 * (sum[0] + sum[1]);
+    a.neg8_sum = -8 * (sum[0] + sum[1]);
   }
 }
 

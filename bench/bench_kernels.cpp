@@ -170,8 +170,8 @@ void register_matmuls() {
 // layer its own weights, so nothing stays cached): the ceiling a forward pass
 // can reach. tok/s, and "roofline" = achieved over read bandwidth. With the
 // weights in one allocation, every iteration also reads those same bytes
-// with the bandwidth probe's plain loop (kernels::read_seconds), untimed:
-// "vs_plain_read" = the decode step's bytes/s over that loop's, the
+// with the bandwidth probe's read (kernels::read_seconds), untimed:
+// "vs_read" = the decode step's bytes/s over that read's, the
 // yardstick without the question of which buffer the probe got.
 struct ModelShape {
   const char* name;
@@ -250,7 +250,7 @@ void decode_matmuls(benchmark::State& state, ModelShape m, TensorType type, bool
     if (arena) read_seconds += kernels::read_seconds(pool(), storage[0].data(), packed_bytes);
   }
   if (arena)
-    state.counters["vs_plain_read"] =
+    state.counters["vs_read"] =
         (static_cast<double>(bytes) / decode_seconds) / (static_cast<double>(packed_bytes) / read_seconds);
   state.counters["tok/s"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
   state.counters["roofline"] = benchmark::Counter(

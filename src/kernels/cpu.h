@@ -33,8 +33,8 @@ Isa set_isa(Isa isa);
 // prefetchers. Decode streams every weight once per token, so this decides
 // how close to the read bandwidth it gets, and the best choice is the CPU's:
 //  - Intel Xeon (the 2-vCPU host of this project's Intel rounds): with it,
-//    tinyllama Q4_0 decode went from 0.63-0.65 to 0.83-0.90 of the read
-//    bandwidth, Q8_0 from 0.81-0.83 to 0.91-0.93 (bench, alternated runs);
+//    tinyllama Q4_0 decode went from 0.60-0.62 to 0.83-0.86 of the read
+//    bandwidth, Q8_0 from 0.80-0.81 to 0.86-0.92 (bench, 3 alternated runs);
 //  - AMD Zen 5 (the host of earlier rounds): software prefetch cost Q8_0
 //    and Q4_0 decode 8-10%.
 // So: on unless the CPU is AMD's (or Hygon's, the same cores).

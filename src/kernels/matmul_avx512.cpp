@@ -204,12 +204,14 @@ struct Q6_K {
   }
 };
 
-// The block's integer sum for one token, its offset folded in: decode splits
-// it into two chains (lo: groups 0-3; hi: groups 4-7 and the offset, shifted
-// down kHighShift bits: exact, as Q4_0's high sums are 16 n - 128 per code),
-// which hides latency with one token in flight; several tokens overlap
-// anyway, and one chain saves them the add (and Q4_0 the shift) per token.
-// Integer sums are exact whichever way they are added up.
+// The block's integer sum for one token, its offset folded in, as two
+// chains (lo: groups 0-3, hi: groups 4-7) that hide each other's latency
+// (one chain of 8 measured slower in prefill). Decode's Q4_0 high codes are
+// 16 times over (nibbles_hi16), so its hi chain starts from Q8_0's offset
+// (-128 = 16 x -8 per code) and is shifted down kHighShift bits once: exact,
+// every term being a multiple of 16. With several tokens the codes are
+// plain and lo starts from the format's own offset. Integer sums are exact
+// whichever way they are added up, so both give the same value.
 template <class Format, int T>
 __m512i folded_sum(const Block& k, const Q8Act* x) {
   if constexpr (T == 1) {

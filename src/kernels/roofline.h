@@ -17,7 +17,7 @@ namespace llmserve::kernels {
 // threads (p 64-byte aligned, bytes a multiple of 256): the faster of two
 // passes, one of plain loads and one that also prefetches in software.
 // Which reads faster is the CPU's doing: on the Intel Xeon host the
-// prefetching pass read 20-30% faster (its hardware prefetchers alone keep
+// prefetching pass read 10-40% faster (its hardware prefetchers alone keep
 // too few lines in flight per core), and decode kernels that prefetch beat
 // the plain pass; a yardstick the kernels beat is no ceiling, so the faster
 // pass counts. The bytes go in

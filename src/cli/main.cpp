@@ -4,6 +4,7 @@
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "kernels/cpu.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"llmserve: LLM inference and serving engine for GGUF models"};
@@ -16,6 +17,11 @@ int main(int argc, char** argv) {
   llmserve::cli::add_serve(app);
   llmserve::cli::add_bench_serve(app);
   try {
+    // The kernels' environment settings (LLMSERVE_ISA, LLMSERVE_PREFETCH),
+    // read now: a bad value is then one error at startup, not a server
+    // that starts and fails every request.
+    llmserve::kernels::active_isa();
+    llmserve::kernels::prefetch_weights();
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);

@@ -180,6 +180,8 @@ MatmulJob::MatmulJob(std::span<const MatmulTarget> targets, const float* x, int6
   if (targets.size() > static_cast<size_t>(kMaxTargets))
     throw Error("matmul: at most " + std::to_string(kMaxTargets) + " targets may share an input");
   if (targets.empty() || n_tokens <= 0) return;
+  kernels_ = &matmul_kernels(active_isa());
+  prefetch_ = prefetch_weights();
   cols_ = targets[0].w->cols;
   chunk_panels_ = chunk_panels(n_tokens);
   bool any_quantized = false;
@@ -198,7 +200,7 @@ MatmulJob::MatmulJob(std::span<const MatmulTarget> targets, const float* x, int6
 }
 
 void MatmulJob::prepare_row(int64_t t) const {
-  if (acts_) matmul_kernels(active_isa()).quantize(x_ + t * cols_, cols_, acts_ + t * (cols_ / kQBlock));
+  if (acts_) kernels_->quantize(x_ + t * cols_, cols_, acts_ + t * (cols_ / kQBlock));
 }
 
 std::pair<const MatmulJob::Target*, int64_t> MatmulJob::locate(int64_t c) const {
@@ -213,7 +215,7 @@ void MatmulJob::run_chunk(int64_t c) const {
   const Matrix& w = *t->w;
   const PackedLayout layout(panel_format(w.type), w.rows, cols_);
   const int64_t p1 = std::min(layout.panels, p0 + chunk_panels_);
-  const PanelKernel kernel = matmul_kernels(active_isa()).panel[prefetch_weights()][static_cast<int>(layout.format)];
+  const PanelKernel kernel = kernels_->panel[prefetch_][static_cast<int>(layout.format)];
   const bool quantized = is_quantized(layout.format);
   const int64_t nb = cols_ / kQBlock;
   // Tokens per pass over the chunk: as many as fit kActivationBlockBytes.

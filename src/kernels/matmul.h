@@ -22,6 +22,8 @@ class ThreadPool;
 
 namespace llmserve::kernels {
 
+struct MatmulKernels;  // panel.h
+
 // Row-major weights as stored in GGUF: `rows` rows of `cols` elements each,
 // every row `row_bytes` bytes (GGUF dims are {cols, rows}).
 struct Matrix {
@@ -115,9 +117,11 @@ class MatmulJob {
   static int64_t acts_blocks(std::span<const MatmulTarget> targets, int64_t n_tokens);
 
   MatmulJob() = default;
-  // Throws Error for unsupported types, mismatched shapes, or more than
-  // kMaxTargets targets. x and acts (acts_blocks() blocks) stay the
-  // caller's; nothing is copied or allocated.
+  // Throws Error for unsupported types, mismatched shapes, more than
+  // kMaxTargets targets, or a bad LLMSERVE_ISA / LLMSERVE_PREFETCH (the
+  // job picks its kernels here, so no worker thread meets that first). x and
+  // acts (acts_blocks() blocks) stay the caller's; nothing is copied or
+  // allocated.
   MatmulJob(std::span<const MatmulTarget> targets, const float* x, int64_t n_tokens, Q8Act* acts);
   MatmulJob(std::initializer_list<MatmulTarget> targets, const float* x, int64_t n_tokens, Q8Act* acts)
       : MatmulJob(std::span<const MatmulTarget>(targets.begin(), targets.size()), x, n_tokens, acts) {}
@@ -136,6 +140,8 @@ class MatmulJob {
   std::pair<const Target*, int64_t> locate(int64_t c) const;
 
   Target targets_[kMaxTargets] = {};
+  const MatmulKernels* kernels_ = nullptr;
+  bool prefetch_ = false;  // which of kernels_->panel
   int n_targets_ = 0;
   int64_t n_chunks_ = 0, chunk_panels_ = 0, cols_ = 0, n_tokens_ = 0;
   const float* x_ = nullptr;

@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <string>
+#include <utility>
 
 #include "test_models.h"
 
@@ -18,8 +20,9 @@ struct Result {
   std::string out;  // stdout and stderr together
 };
 
-Result run(const std::string& args) {
-  const std::string cmd = std::string(LLMSERVE_BIN) + " " + args + " 2>&1";
+// `env`: NAME=VALUE assignments for the command's environment.
+Result run(const std::string& args, const std::string& env = "") {
+  const std::string cmd = env + " " + std::string(LLMSERVE_BIN) + " " + args + " 2>&1";
   Result r;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;
@@ -116,6 +119,19 @@ TEST(Cli, TokenizeStdinKeepsNewlines) {
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_EQ(r.out, "291 280 294 262 294 353 265 284 294 426 13 434 260 344 264 426\n");
   std::filesystem::remove(text_file);
+}
+
+// Checked before any command runs (a server would otherwise start and then
+// fail every request); inspect alone never touches the kernels.
+TEST(Cli, BadKernelEnvironmentIsAClearErrorAtStartup) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"LLMSERVE_ISA=foo", "error: LLMSERVE_ISA=foo: expected scalar, avx2 or avx512"},
+      {"LLMSERVE_PREFETCH=2", "error: LLMSERVE_PREFETCH=2: expected 0 or 1"}};
+  for (const auto& [env, message] : cases) {
+    const Result r = run("inspect " + temp_path("absent.gguf"), env);
+    EXPECT_EQ(r.exit_code, 1) << env << ": " << r.out;
+    EXPECT_NE(r.out.find(message), std::string::npos) << env << ": " << r.out;
+  }
 }
 
 TEST(Cli, UnknownShapeIsAClearError) {

@@ -204,25 +204,31 @@ struct Q6_K {
   }
 };
 
-// The block's integer sum for one token, its offset folded in, as two
-// chains (lo: groups 0-3, hi: groups 4-7) that hide each other's latency
-// (one chain of 8 measured slower in prefill). Decode's Q4_0 high codes are
-// 16 times over (nibbles_hi16), so its hi chain starts from Q8_0's offset
-// (-128 = 16 x -8 per code) and is shifted down kHighShift bits once: exact,
-// every term being a multiple of 16. With several tokens the codes are
-// plain and lo starts from the format's own offset. Integer sums are exact
-// whichever way they are added up, so both give the same value.
+// One block's integer products with one token's activations, as two
+// chains that hide each other's latency (one chain of 8 measured slower in
+// prefill): groups 0-3 added to lo, groups 4-7 to hi.
+template <int T>
+void dot_chains(const Block& k, const Q8Act* x, __m512i& lo, __m512i& hi) {
+  for (int j = 0; j < 4; ++j) lo = dot4<T>(lo, k.g[j], x->qs + 4 * j);
+  for (int j = 4; j < 8; ++j) hi = dot4<T>(hi, k.g[j], x->qs + 4 * j);
+}
+
+// The block's integer sum for one token, its offset folded in. Decode's
+// Q4_0 high codes are 16 times over (nibbles_hi16), so its hi chain starts
+// from Q8_0's offset (-128 = 16 x -8 per code) and is shifted down
+// kHighShift bits once: exact, every term being a multiple of 16. With
+// several tokens the codes are plain and lo starts from the format's own
+// offset. Integer sums are exact whichever way they are added up, so both
+// give the same value.
 template <class Format, int T>
 __m512i folded_sum(const Block& k, const Q8Act* x) {
   if constexpr (T == 1) {
     __m512i lo = _mm512_setzero_si512(), hi = _mm512_set1_epi32(x->neg128_sum);
-    for (int j = 0; j < 4; ++j) lo = dot4<T>(lo, k.g[j], x->qs + 4 * j);
-    for (int j = 4; j < 8; ++j) hi = dot4<T>(hi, k.g[j], x->qs + 4 * j);
+    dot_chains<T>(k, x, lo, hi);
     return _mm512_add_epi32(lo, _mm512_srai_epi32(hi, Format::kHighShift));
   } else {
     __m512i lo = _mm512_set1_epi32(Format::offset(*x)), hi = _mm512_setzero_si512();
-    for (int j = 0; j < 4; ++j) lo = dot4<T>(lo, k.g[j], x->qs + 4 * j);
-    for (int j = 4; j < 8; ++j) hi = dot4<T>(hi, k.g[j], x->qs + 4 * j);
+    dot_chains<T>(k, x, lo, hi);
     return _mm512_add_epi32(lo, hi);
   }
 }
@@ -239,8 +245,7 @@ void accumulate_block(const Block& k, const Q8Act* x, __m512& acc, __m512& off) 
     acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(k.s_lo, _mm512_set1_ps(x->d)), acc);
   } else {
     __m512i lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
-    for (int j = 0; j < 4; ++j) lo = dot4<T>(lo, k.g[j], x->qs + 4 * j);
-    for (int j = 4; j < 8; ++j) hi = dot4<T>(hi, k.g[j], x->qs + 4 * j);
+    dot_chains<T>(k, x, lo, hi);
     if constexpr (Format::kTwoScales) {
       const __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi), k.s_hi, _mm512_mul_ps(_mm512_cvtepi32_ps(lo), k.s_lo));
       acc = _mm512_fmadd_ps(f, _mm512_set1_ps(x->d), acc);

@@ -204,33 +204,24 @@ struct Q6_K {
   }
 };
 
-// One block's integer products with one token's activations, as two
-// chains that hide each other's latency (one chain of 8 measured slower in
-// prefill): groups 0-3 added to lo, groups 4-7 to hi.
+// Decode's integer products of one block with its token's activations, as
+// two chains that hide each other's latency: groups 0-3 added to lo, 4-7 to
+// hi. (Several tokens interleave their chains instead: accumulate_tokens.)
 template <int T>
 void dot_chains(const Block& k, const Q8Act* x, __m512i& lo, __m512i& hi) {
   for (int j = 0; j < 4; ++j) lo = dot4<T>(lo, k.g[j], x->qs + 4 * j);
   for (int j = 4; j < 8; ++j) hi = dot4<T>(hi, k.g[j], x->qs + 4 * j);
 }
 
-// The block's integer sum for one token, its offset folded in. Decode's
-// Q4_0 high codes are 16 times over (nibbles_hi16), so its hi chain starts
+// Decode's (T = 1) integer sum for one block, its offset folded in: its
+// Q4_0 high codes are 16 times over (nibbles_hi16), so the hi chain starts
 // from Q8_0's offset (-128 = 16 x -8 per code) and is shifted down
-// kHighShift bits once: exact, every term being a multiple of 16. With
-// several tokens the codes are plain and lo starts from the format's own
-// offset. Integer sums are exact whichever way they are added up, so both
-// give the same value.
-template <class Format, int T>
-__m512i folded_sum(const Block& k, const Q8Act* x) {
-  if constexpr (T == 1) {
-    __m512i lo = _mm512_setzero_si512(), hi = _mm512_set1_epi32(x->neg128_sum);
-    dot_chains<T>(k, x, lo, hi);
-    return _mm512_add_epi32(lo, _mm512_srai_epi32(hi, Format::kHighShift));
-  } else {
-    __m512i lo = _mm512_set1_epi32(Format::offset(*x)), hi = _mm512_setzero_si512();
-    dot_chains<T>(k, x, lo, hi);
-    return _mm512_add_epi32(lo, hi);
-  }
+// kHighShift bits once: exact, every term being a multiple of 16.
+template <class Format>
+__m512i folded_sum_one(const Block& k, const Q8Act* x) {
+  __m512i lo = _mm512_setzero_si512(), hi = _mm512_set1_epi32(x->neg128_sum);
+  dot_chains<1>(k, x, lo, hi);
+  return _mm512_add_epi32(lo, _mm512_srai_epi32(hi, Format::kHighShift));
 }
 
 // Adds one block's products with one token's activations x to acc and off.
@@ -241,7 +232,8 @@ __m512i folded_sum(const Block& k, const Q8Act* x) {
 template <class Format, int T>
 void accumulate_block(const Block& k, const Q8Act* x, __m512& acc, __m512& off) {
   if constexpr (Format::kFoldedOffset) {
-    const __m512i sum = folded_sum<Format, T>(k, x);
+    static_assert(T == 1, "several tokens go through accumulate_tokens");
+    const __m512i sum = folded_sum_one<Format>(k, x);
     acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(k.s_lo, _mm512_set1_ps(x->d)), acc);
   } else {
     __m512i lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
@@ -256,6 +248,37 @@ void accumulate_block(const Block& k, const Q8Act* x, __m512& acc, __m512& off) 
       acc = _mm512_fmadd_ps(sum, _mm512_mul_ps(k.s_lo, _mm512_set1_ps(x->d)), acc);
       off = _mm512_fmadd_ps(k.m_lo, _mm512_set1_ps(x->dsum), off);
     }
+  }
+}
+
+// Adds one block's products with T tokens' activations (token t's at
+// x + t * xs) to acc and off. With several tokens, formats with one scale
+// per block sum each token's integers in one chain through the 8 groups,
+// with the groups as the outer loop: consecutive vpdpbusd belong to
+// different tokens, so none waits for the one before it, and no second
+// chain is left to add. Token by token, as decode does it, the compiler
+// kept two tokens' chains in flight at a time and prefill ran 19-25%
+// slower (pp512, tinyllama Q8_0 / Q4_0; Q4_K matmuls 20-35%). The sum is
+// exact, so it is the integer decode's chains give, and the float steps
+// after it are decode's: a token's result does not depend on its batch.
+// Q6_K's two scales would need two sums per token, more registers than
+// there are; it goes token by token.
+template <class Format, int T>
+[[gnu::always_inline]] inline void accumulate_tokens(const Block& k, const Q8Act* x, int64_t xs, __m512* acc, __m512* off) {
+  if constexpr (T > 1 && !Format::kTwoScales) {
+    __m512i sum[T];
+    for (int t = 0; t < T; ++t) {
+      if constexpr (Format::kFoldedOffset) sum[t] = _mm512_set1_epi32(Format::offset(x[t * xs]));
+      else sum[t] = _mm512_setzero_si512();
+    }
+    for (int j = 0; j < 8; ++j)
+      for (int t = 0; t < T; ++t) sum[t] = dot4<T>(sum[t], k.g[j], x[t * xs].qs + 4 * j);
+    for (int t = 0; t < T; ++t) {
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[t]), _mm512_mul_ps(k.s_lo, _mm512_set1_ps(x[t * xs].d)), acc[t]);
+      if constexpr (!Format::kFoldedOffset) off[t] = _mm512_fmadd_ps(k.m_lo, _mm512_set1_ps(x[t * xs].dsum), off[t]);
+    }
+  } else {
+    for (int t = 0; t < T; ++t) accumulate_block<Format, T>(k, x + t * xs, acc[t], off[t]);
   }
 }
 
@@ -280,7 +303,7 @@ void quant_tile(const PanelArgs& a, int64_t t0) {
       if ((kPrefetch || Format::kAlwaysPrefetch) && i == 0) prefetch<layout.group_bytes>(group);
       Block k;
       Format::template load<T>(group, i, k);
-      for (int t = 0; t < T; ++t) accumulate_block<Format, T>(k, x + t * a.x_stride + i, acc[t], off[t]);
+      accumulate_tokens<Format, T>(k, x + i, a.x_stride, acc, off);
     }
   for (int t = 0; t < T; ++t) store(a, t0 + t, _mm512_sub_ps(acc[t], off[t]));
 }

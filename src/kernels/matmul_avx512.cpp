@@ -18,7 +18,6 @@
 #include "kernels/immintrin_quiet.h"
 
 #include <algorithm>
-#include <cstring>
 #include <utility>
 
 #include "kernels/panel.h"
@@ -33,21 +32,14 @@ constexpr int kTokenBlock = 8;
 
 __m512 load_f16x16(const uint8_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
 
-// acc + u . (4 signed bytes at s, broadcast to every lane). One token (T =
-// 1): vpdpbusd with a {1to16} memory operand, which GCC 12 does not fold
-// _mm512_set1_epi32 of a load into (the separate broadcasts cost decode 15%
-// of its q8_0 rate). Several tokens: the broadcast into a register, which
-// measured faster there (the memory form cost prefill 5-12%).
-template <int T>
+// acc + u . (4 signed bytes at s, broadcast to every lane): vpdpbusd with a
+// {1to16} memory operand, which GCC 12 does not fold _mm512_set1_epi32 of a
+// load into. The separate broadcasts cost decode 15% of its q8_0 rate, and
+// prefill, once its tokens' chains were interleaved (accumulate_tokens),
+// 13-18% of pp512 (tinyllama Q4_0 / Q8_0); Q6_K's matmuls measured the same.
 __m512i dot4(__m512i acc, __m512i u, const int8_t* s) {
-  if constexpr (T == 1) {
-    asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "m"(*reinterpret_cast<const int32_t*>(s)));
-    return acc;
-  } else {
-    int32_t v;
-    std::memcpy(&v, s, 4);
-    return _mm512_dpbusd_epi32(acc, u, _mm512_set1_epi32(v));
-  }
+  asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "m"(*reinterpret_cast<const int32_t*>(s)));
+  return acc;
 }
 
 // The kBytes of a panel at p, fetched into L2 kPrefetchBytes ahead of use:
@@ -204,13 +196,13 @@ struct Q6_K {
   }
 };
 
-// Decode's integer products of one block with its token's activations, as
-// two chains that hide each other's latency: groups 0-3 added to lo, 4-7 to
-// hi. (Several tokens interleave their chains instead: accumulate_tokens.)
-template <int T>
+// One block's integer products with one token's activations, as two
+// chains that hide each other's latency: groups 0-3 added to lo, 4-7 to hi.
+// Decode's form (and Q6_K's); several tokens of the other formats
+// interleave their chains instead (accumulate_tokens).
 void dot_chains(const Block& k, const Q8Act* x, __m512i& lo, __m512i& hi) {
-  for (int j = 0; j < 4; ++j) lo = dot4<T>(lo, k.g[j], x->qs + 4 * j);
-  for (int j = 4; j < 8; ++j) hi = dot4<T>(hi, k.g[j], x->qs + 4 * j);
+  for (int j = 0; j < 4; ++j) lo = dot4(lo, k.g[j], x->qs + 4 * j);
+  for (int j = 4; j < 8; ++j) hi = dot4(hi, k.g[j], x->qs + 4 * j);
 }
 
 // Decode's (T = 1) integer sum for one block, its offset folded in: its
@@ -220,7 +212,7 @@ void dot_chains(const Block& k, const Q8Act* x, __m512i& lo, __m512i& hi) {
 template <class Format>
 __m512i folded_sum_one(const Block& k, const Q8Act* x) {
   __m512i lo = _mm512_setzero_si512(), hi = _mm512_set1_epi32(x->neg128_sum);
-  dot_chains<1>(k, x, lo, hi);
+  dot_chains(k, x, lo, hi);
   return _mm512_add_epi32(lo, _mm512_srai_epi32(hi, Format::kHighShift));
 }
 
@@ -237,7 +229,7 @@ void accumulate_block(const Block& k, const Q8Act* x, __m512& acc, __m512& off) 
     acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(k.s_lo, _mm512_set1_ps(x->d)), acc);
   } else {
     __m512i lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
-    dot_chains<T>(k, x, lo, hi);
+    dot_chains(k, x, lo, hi);
     if constexpr (Format::kTwoScales) {
       const __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi), k.s_hi, _mm512_mul_ps(_mm512_cvtepi32_ps(lo), k.s_lo));
       acc = _mm512_fmadd_ps(f, _mm512_set1_ps(x->d), acc);
@@ -272,7 +264,7 @@ template <class Format, int T>
       else sum[t] = _mm512_setzero_si512();
     }
     for (int j = 0; j < 8; ++j)
-      for (int t = 0; t < T; ++t) sum[t] = dot4<T>(sum[t], k.g[j], x[t * xs].qs + 4 * j);
+      for (int t = 0; t < T; ++t) sum[t] = dot4(sum[t], k.g[j], x[t * xs].qs + 4 * j);
     for (int t = 0; t < T; ++t) {
       acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[t]), _mm512_mul_ps(k.s_lo, _mm512_set1_ps(x[t * xs].d)), acc[t]);
       if constexpr (!Format::kFoldedOffset) off[t] = _mm512_fmadd_ps(k.m_lo, _mm512_set1_ps(x[t * xs].dsum), off[t]);

@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <functional>
 #include <string>
+#include <system_error>
 
 namespace llmserve::testing {
 
@@ -18,6 +20,26 @@ inline std::string model_path(const std::string& name) {
 inline std::string temp_path(const std::string& name) {
   return (std::filesystem::temp_directory_path() / ("llmserve-test-" + std::to_string(getpid()) + "-" + name)).string();
 }
+
+// A file at temp_path(name), written by `write` and removed when this goes
+// out of scope. As a function-local static (a model several tests share) it
+// is removed when the test process exits, so runs leave no files behind.
+class TempFile {
+ public:
+  TempFile(const std::string& name, const std::function<void(const std::string&)>& write) : path_(temp_path(name)) {
+    write(path_);
+  }
+  ~TempFile() {
+    std::error_code ignored;
+    std::filesystem::remove(path_, ignored);
+  }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
 
 }  // namespace llmserve::testing
 

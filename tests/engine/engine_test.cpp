@@ -117,16 +117,14 @@ EngineConfig test_config(const std::string& model_path, int kv_blocks) {
 }
 
 std::string synthetic_tiny() {
-  static const std::string path = [] {
+  static const llmserve::testing::TempFile file("engine-test.gguf", [](const std::string& p) {
     model::SyntheticSpec spec;
     spec.shape = *model::find_shape("tiny");
     spec.type = gguf::TensorType::Q8_0;
     spec.seed = 11;
-    const std::string p = llmserve::testing::temp_path("engine-test.gguf");
     model::write_synthetic_model(spec, p);
-    return p;
-  }();
-  return path;
+  });
+  return file.path();
 }
 
 }  // namespace

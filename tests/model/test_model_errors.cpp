@@ -33,15 +33,13 @@ std::string rewrite(const std::string& src, const std::string& name,
 }
 
 std::string tiny_model() {
-  static const std::string path = [] {
+  static const llmserve::testing::TempFile file("tiny.gguf", [](const std::string& p) {
     model::SyntheticSpec spec;
     spec.shape = *model::find_shape("tiny");
     spec.type = gguf::TensorType::F32;
-    const std::string p = temp_path("tiny.gguf");
     model::write_synthetic_model(spec, p);
-    return p;
-  }();
-  return path;
+  });
+  return file.path();
 }
 
 std::string load_error(const std::string& path) {

@@ -2,26 +2,25 @@
 // weights: the text is gibberish, the protocol is what is checked).
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <future>
 #include <thread>
 
 #include "model/synthetic.h"
 #include "server/http_client.h"
 #include "server/server.h"
+#include "test_models.h"
 
 namespace llmserve::server {
 namespace {
 
+// Per test process (ctest runs them in parallel), removed at exit.
 std::string model_file() {
-  static const std::string path = [] {
-    const auto p = std::filesystem::temp_directory_path() / "llmserve_server_test_tiny.gguf";
+  static const llmserve::testing::TempFile file("server-tiny.gguf", [](const std::string& p) {
     model::SyntheticSpec spec;
     spec.shape = *model::find_shape("tiny");
-    model::write_synthetic_model(spec, p.string());
-    return p.string();
-  }();
-  return path;
+    model::write_synthetic_model(spec, p);
+  });
+  return file.path();
 }
 
 struct Options {

@@ -216,6 +216,15 @@ __m512i folded_sum_one(const Block& k, const Q8Act* x) {
   return _mm512_add_epi32(lo, _mm512_srai_epi32(hi, Format::kHighShift));
 }
 
+// One-scale formats' float steps for one block and token, from its int32
+// sum: the same for decode and for tokens in a batch, which with exact
+// integer sums is what keeps a token's result independent of its batch.
+template <class Format>
+void add_scaled(__m512i sum, const Block& k, const Q8Act& x, __m512& acc, __m512& off) {
+  acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(k.s_lo, _mm512_set1_ps(x.d)), acc);
+  if constexpr (!Format::kFoldedOffset) off = _mm512_fmadd_ps(k.m_lo, _mm512_set1_ps(x.dsum), off);
+}
+
 // Adds one block's products with one token's activations x to acc and off.
 // Every token goes through the same float operations whatever the batch,
 // and its integer sums are exact, so a token's result does not depend on
@@ -225,8 +234,7 @@ template <class Format, int T>
 void accumulate_block(const Block& k, const Q8Act* x, __m512& acc, __m512& off) {
   if constexpr (Format::kFoldedOffset) {
     static_assert(T == 1, "several tokens go through accumulate_tokens");
-    const __m512i sum = folded_sum_one<Format>(k, x);
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(k.s_lo, _mm512_set1_ps(x->d)), acc);
+    add_scaled<Format>(folded_sum_one<Format>(k, x), k, *x, acc, off);
   } else {
     __m512i lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
     dot_chains(k, x, lo, hi);
@@ -236,9 +244,7 @@ void accumulate_block(const Block& k, const Q8Act* x, __m512& acc, __m512& off) 
       off = _mm512_fmadd_ps(k.m_lo, _mm512_set1_ps(x->dsum_lo), off);
       off = _mm512_fmadd_ps(k.m_hi, _mm512_set1_ps(x->dsum_hi), off);
     } else {
-      const __m512 sum = _mm512_cvtepi32_ps(_mm512_add_epi32(lo, hi));
-      acc = _mm512_fmadd_ps(sum, _mm512_mul_ps(k.s_lo, _mm512_set1_ps(x->d)), acc);
-      off = _mm512_fmadd_ps(k.m_lo, _mm512_set1_ps(x->dsum), off);
+      add_scaled<Format>(_mm512_add_epi32(lo, hi), k, *x, acc, off);
     }
   }
 }
@@ -252,7 +258,8 @@ void accumulate_block(const Block& k, const Q8Act* x, __m512& acc, __m512& off) 
 // kept two tokens' chains in flight at a time and prefill ran 19-25%
 // slower (pp512, tinyllama Q8_0 / Q4_0; Q4_K matmuls 20-35%). The sum is
 // exact, so it is the integer decode's chains give, and the float steps
-// after it are decode's: a token's result does not depend on its batch.
+// after it are decode's (add_scaled): a token's result does not depend on
+// its batch.
 // Q6_K's two scales would need two sums per token, more registers than
 // there are; it goes token by token.
 template <class Format, int T>
@@ -265,10 +272,7 @@ template <class Format, int T>
     }
     for (int j = 0; j < 8; ++j)
       for (int t = 0; t < T; ++t) sum[t] = dot4(sum[t], k.g[j], x[t * xs].qs + 4 * j);
-    for (int t = 0; t < T; ++t) {
-      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[t]), _mm512_mul_ps(k.s_lo, _mm512_set1_ps(x[t * xs].d)), acc[t]);
-      if constexpr (!Format::kFoldedOffset) off[t] = _mm512_fmadd_ps(k.m_lo, _mm512_set1_ps(x[t * xs].dsum), off[t]);
-    }
+    for (int t = 0; t < T; ++t) add_scaled<Format>(sum[t], k, x[t * xs], acc[t], off[t]);
   } else {
     for (int t = 0; t < T; ++t) accumulate_block<Format, T>(k, x + t * xs, acc[t], off[t]);
   }

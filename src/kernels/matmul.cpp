@@ -50,6 +50,10 @@ constexpr int64_t kPrefillChunkPanels = 4;
 constexpr int64_t kTilePanels = kDecodeChunkPanels;  // chunks never straddle a tile
 static_assert(kTilePanels % kPrefillChunkPanels == 0);
 constexpr int64_t kActivationBlockBytes = 256 << 10;
+// Tokens from which f16 / bf16 chunks are widened to f32 (MatmulKernels::
+// widen): the conversion, once per weight vector instead of once per vector
+// and token tile, pays from a few tile rows of tokens on.
+constexpr int64_t kWidenTokens = 16;
 
 }  // namespace
 
@@ -209,55 +213,85 @@ std::pair<const MatmulJob::Target*, int64_t> MatmulJob::locate(int64_t c) const 
   return {&targets_[i], (c - targets_[i].first_chunk) * chunk_panels_};
 }
 
+namespace {
+
+// Where the kernels find slice s of a chunk's panels [p0, p0 + n): at
+// base + offset(s), one panel after another, stride(s) bytes apart; in the
+// prepared weights (tiles, PackedLayout::offset) or in a scratch buffer of
+// the thread's (one slice after another).
+struct ChunkPanels {
+  PackedLayout layout;
+  const uint8_t* base;
+  bool prepared;
+  int64_t p0, n;
+  size_t offset(int64_t s) const { return prepared ? layout.offset(p0, s) : n * s * layout.slice_panel_bytes(0); }
+  size_t stride(int64_t s) const { return layout.slice_panel_bytes(s); }
+  size_t scratch_bytes() const { return n * layout.whole_panel_bytes(); }
+};
+
+// Scratch for a thread's chunk panels, 64-byte aligned. Grows, never shrinks.
+uint8_t* chunk_scratch(std::vector<CacheLine>& buf, const ChunkPanels& c) { return scratch(buf, c.scratch_bytes() / 64)->bytes; }
+
+}  // namespace
+
 // Panels [p0, p1) of one target, all their column slices.
 void MatmulJob::run_chunk(int64_t c) const {
   const auto [t, p0] = locate(c);
   const Matrix& w = *t->w;
-  const PackedLayout layout(panel_format(w.type), w.rows, cols_);
+  const PanelFormat format = panel_format(w.type);
+  const PackedLayout layout(format, w.rows, cols_);
   const int64_t p1 = std::min(layout.panels, p0 + chunk_panels_);
-  const PanelKernel kernel = kernels_->panel[prefetch_][static_cast<int>(layout.format)];
-  const bool quantized = is_quantized(layout.format);
+  const bool quantized = is_quantized(format);
   const int64_t nb = cols_ / kQBlock;
   // Tokens per pass over the chunk: as many as fit kActivationBlockBytes.
   const int64_t token_bytes = std::max<int64_t>(acts_ ? nb * int64_t{sizeof(Q8Act)} : 0, cols_ * 4);
   const int64_t token_block = std::max<int64_t>(16, kActivationBlockBytes / token_bytes / 16 * 16);
 
-  // Slice s of the chunk's panels starts at panels + slice_start(s), one
-  // panel after another: in the prepared weights, or packed here for an
-  // unprepared matrix.
-  const uint8_t* packed = has_own_panel_format(w.type) ? w.packed : nullptr;
-  auto slice_start = [&](int64_t s) -> size_t {
-    return packed ? layout.offset(p0, s) : (p1 - p0) * s * layout.slice_panel_bytes(0);
-  };
-  const uint8_t* panels = packed;
-  if (!packed) {
-    thread_local std::vector<CacheLine> panel_buf;
-    uint8_t* own = scratch(panel_buf, (p1 - p0) * layout.whole_panel_bytes() / 64)->bytes;
+  ChunkPanels panels{layout, has_own_panel_format(w.type) ? w.packed : nullptr, true, p0, p1 - p0};
+  if (!panels.base) {  // unprepared: packed here, from the GGUF rows
+    thread_local std::vector<CacheLine> packed_buf;
+    panels.prepared = false;
+    uint8_t* own = chunk_scratch(packed_buf, panels);
     for (int64_t s = 0; s < layout.slices.count; ++s) {
       const Matrix slice = column_slice(w, layout.slices, s);
-      for (int64_t q = p0; q < p1; ++q)
-        pack_panel(slice, q, own + slice_start(s) + (q - p0) * layout.slice_panel_bytes(s));
+      for (int64_t q = p0; q < p1; ++q) pack_panel(slice, q, own + panels.offset(s) + (q - p0) * panels.stride(s));
     }
-    panels = own;
+    panels.base = own;
   }
+  // Many tokens over f16 / bf16 weights: widened to f32 once per chunk, for
+  // the f32 kernel to reuse across all the tokens (see kWidenTokens).
+  if (kernels_->widen && n_tokens_ >= kWidenTokens && (format == PanelFormat::f16 || format == PanelFormat::bf16)) {
+    thread_local std::vector<CacheLine> wide_buf;
+    const ChunkPanels from = panels;
+    panels = {PackedLayout(PanelFormat::f32, w.rows, cols_), nullptr, false, p0, p1 - p0};
+    uint8_t* wide = chunk_scratch(wide_buf, panels);
+    for (int64_t s = 0; s < layout.slices.count; ++s)
+      for (int64_t i = 0; i < panels.n; ++i)
+        kernels_->widen(format, from.base + from.offset(s) + i * from.stride(s), layout.slices.cols(s, cols_),
+                        reinterpret_cast<float*>(wide + panels.offset(s) + i * panels.stride(s)));
+    panels.base = wide;
+  }
+
+  // Widened panels are in L2 already: no prefetching them.
+  const bool widened = panels.layout.format != format;
+  const PanelKernel kernel = kernels_->panel[prefetch_ && !widened][static_cast<int>(panels.layout.format)];
   PanelArgs a{};
+  a.n_panels = panels.n;
   a.x_stride = quantized ? nb : cols_;
   a.y_stride = w.rows;
+  a.rows = static_cast<int>(std::min<int64_t>(kPanelRows, w.rows - (p1 - 1) * kPanelRows));
   for (int64_t t0 = 0; t0 < n_tokens_; t0 += token_block) {
     a.n_tokens = std::min(token_block, n_tokens_ - t0);
+    a.y = t->y + t0 * w.rows + p0 * kPanelRows;
     for (int64_t s = 0; s < layout.slices.count; ++s) {
       const int64_t c0 = s * layout.slices.width;
       a.cols = layout.slices.cols(s, cols_);
       a.accumulate = s > 0;
       a.x = quantized ? static_cast<const void*>(acts_ + t0 * nb + c0 / kQBlock)
                       : static_cast<const void*>(x_ + t0 * cols_ + c0);
-      const size_t pb = layout.slice_panel_bytes(s);
-      for (int64_t q = p0; q < p1; ++q) {
-        a.panel = panels + slice_start(s) + (q - p0) * pb;
-        a.y = t->y + t0 * w.rows + q * kPanelRows;
-        a.rows = static_cast<int>(std::min<int64_t>(kPanelRows, w.rows - q * kPanelRows));
-        kernel(a);
-      }
+      a.panel = panels.base + panels.offset(s);
+      a.panel_stride = panels.stride(s);
+      kernel(a);
     }
   }
 }

@@ -294,8 +294,10 @@ void panel_float(const PanelArgs& a) {
 
 // The quantized kernels always prefetch (panel_quant), the float ones never:
 // the same in both settings.
-constexpr PanelKernels kPanels = {panel_quant<Q8_0>, panel_quant<Q4_0>, panel_quant<Q4_K>, panel_quant<Q6_K>,
-                                  panel_float<F32>,  panel_float<F16>,  panel_float<BF16>};
-const MatmulKernels kMatmulKernels = {quantize, {kPanels, kPanels}};
+constexpr PanelKernels kPanels = {each_panel<panel_quant<Q8_0>>, each_panel<panel_quant<Q4_0>>,
+                                  each_panel<panel_quant<Q4_K>>, each_panel<panel_quant<Q6_K>>,
+                                  each_panel<panel_float<F32>>,  each_panel<panel_float<F16>>,
+                                  each_panel<panel_float<BF16>>};
+const MatmulKernels kMatmulKernels = {quantize, nullptr, {kPanels, kPanels}};
 
 }  // namespace llmserve::kernels::avx2

@@ -170,9 +170,10 @@ void panel_float(const PanelArgs& a) {
 }  // namespace
 
 // The portable path leaves prefetching to the hardware in both settings.
-constexpr PanelKernels kPanels = {panel_quant<decode_q8_0>, panel_quant<decode_q4_0>, panel_quant<decode_q4_k>,
-                                  panel_quant<decode_q6_k>, panel_float<load_f32, 4>,   panel_float<load_f16, 2>,
-                                  panel_float<load_bf16, 2>};
-const MatmulKernels kMatmulKernels = {quantize, {kPanels, kPanels}};
+constexpr PanelKernels kPanels = {
+    each_panel<panel_quant<decode_q8_0>>,    each_panel<panel_quant<decode_q4_0>>, each_panel<panel_quant<decode_q4_k>>,
+    each_panel<panel_quant<decode_q6_k>>,    each_panel<panel_float<load_f32, 4>>, each_panel<panel_float<load_f16, 2>>,
+    each_panel<panel_float<load_bf16, 2>>};
+const MatmulKernels kMatmulKernels = {quantize, nullptr, {kPanels, kPanels}};
 
 }  // namespace llmserve::kernels::scalar

@@ -122,26 +122,62 @@ inline ColumnSlices column_slices(int64_t cols) {
 // panel_format(w.type)'s layout. dst: panel_bytes(), 64-byte aligned.
 void pack_panel(const Matrix& w, int64_t p, uint8_t* dst);
 
-// One kernel call: a panel times n_tokens activation rows.
+// One kernel call: a run of consecutive panels (one column slice of a
+// chunk, see matmul.cpp) times n_tokens activation rows. Panel i of the run
+// sits at panel + i * panel_stride and writes rows [16 i, 16 i + 16) of y.
+// A run lets a kernel hold several panels in registers at once, so that one
+// broadcast activation feeds several of them (the AVX-512 float kernels);
+// the others go panel by panel (each_panel).
 struct PanelArgs {
   const uint8_t* panel;
+  size_t panel_stride;  // bytes from one panel of the run to the next
+  int64_t n_panels;     // >= 1
   int64_t cols;
   const void* x;       // token t's cols values (quantized formats: cols / 32 Q8Act blocks) at x + t * x_stride
   int64_t x_stride;    // in floats, or in Q8Act blocks for the quantized formats
   int64_t n_tokens;
-  float* y;            // y[t * y_stride + r] for r < rows
+  float* y;            // y[t * y_stride + 16 i + r] for panel i, r < its rows
   int64_t y_stride;
-  int rows;            // valid rows of this panel, 1..16
+  int rows;            // valid rows of the run's last panel, 1..16 (the others have 16)
   bool accumulate;     // y += the products (column slices after the first) instead of y =
 };
 
 using PanelKernel = void (*)(const PanelArgs& args);
 using PanelKernels = std::array<PanelKernel, static_cast<size_t>(PanelFormat::count)>;
 
+// Helpers the per-ISA kernels compile with their own flags: internal
+// linkage, so the linker cannot hand one ISA's copy to another's callers.
+namespace {
+
+inline int panel_rows(const PanelArgs& run, int64_t i) { return i + 1 == run.n_panels ? run.rows : kPanelRows; }
+
+// Panel i of a run, as a run of one.
+inline PanelArgs one_panel(const PanelArgs& run, int64_t i) {
+  PanelArgs a = run;
+  a.panel += i * run.panel_stride;
+  a.y += i * kPanelRows;
+  a.rows = panel_rows(run, i);
+  a.n_panels = 1;
+  return a;
+}
+
+// A run, one panel at a time, through a kernel written for one panel.
+template <PanelKernel kOnePanel>
+void each_panel(const PanelArgs& run) {
+  for (int64_t i = 0; i < run.n_panels; ++i) kOnePanel(one_panel(run, i));
+}
+
+}  // namespace
+
 struct MatmulKernels {
   // Quantizes one row of `cols` floats (a multiple of 32) to Q8Act blocks.
   // Every ISA rounds the same way, so results are bit-identical.
   void (*quantize)(const float* x, int64_t cols, Q8Act* out);
+  // Writes the f32 panel (PanelFormat::f32's layout) of the same values as
+  // an f16 or bf16 panel of `cols` columns, for matmuls of many tokens: the
+  // f32 kernel then runs without a conversion per weight vector and token
+  // tile (see matmul.cpp). Null where the ISA does not widen.
+  void (*widen)(PanelFormat from, const uint8_t* panel, int64_t cols, float* out);
   // Per format: [0] as the ISA streams weights by default, [1] prefetching
   // them in software (cpu.h: prefetch_weights()). Same results either way.
   PanelKernels panel[2];

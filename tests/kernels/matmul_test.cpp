@@ -48,6 +48,7 @@ std::vector<Shape> shapes_for(TensorType type) {
   out.push_back({45, c2, 6});
   out.push_back({70, c2, 100});   // prefill-like: several tiles of tokens
   out.push_back({40, 4096, 70});  // activations too large for one L2 token block
+  out.push_back({20, c3, 130});   // f16 / bf16 widened to f32 (130 >= kWidenTokens in matmul.cpp)
   out.push_back({400, c1, 5});    // chunks of several panels per thread
   out.push_back({33, c3, 1});
   out.push_back({17, c4, 9});

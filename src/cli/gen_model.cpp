@@ -28,8 +28,9 @@ void run_gen_model(const GenModelOptions& o) {
   spec.shape = *shape;
   const auto type = gguf::type_info_by_name(o.type);
   using T = gguf::TensorType;
-  if (!type || (type->type != T::F32 && type->type != T::F16 && type->type != T::Q8_0 && type->type != T::Q4_0))
-    throw Error("unsupported --type '" + o.type + "' (use f32, f16, q8_0 or q4_0)");
+  if (!type || (type->type != T::F32 && type->type != T::F16 && type->type != T::Q8_0 && type->type != T::Q4_0 &&
+                 type->type != T::Q4_K && type->type != T::Q6_K))
+    throw Error("unsupported --type '" + o.type + "' (use f32, f16, q8_0, q4_0, q4_k or q6_k)");
   spec.type = type->type;
   spec.seed = o.seed;
   spec.vocab_from = o.vocab_from;
@@ -44,7 +45,7 @@ void add_gen_model(CLI::App& app) {
   auto o = std::make_shared<GenModelOptions>();
   CLI::App* cmd = app.add_subcommand("gen-model", "Write a random-weight model of a real architecture's shape");
   cmd->add_option("--shape", o->shape, "tiny, stories110m or tinyllama-1.1b")->required();
-  cmd->add_option("--type", o->type, "f32, f16, q8_0 or q4_0")->capture_default_str();
+  cmd->add_option("--type", o->type, "f32, f16, q8_0, q4_0, q4_k or q6_k")->capture_default_str();
   cmd->add_option("--seed", o->seed, "Random seed")->capture_default_str();
   cmd->add_option("--vocab-from", o->vocab_from, "Copy the tokenizer of this GGUF file");
   cmd->add_option("-o,--output", o->out, "Output GGUF file")->required();

@@ -270,6 +270,88 @@ void quantize_q4_0(const float* src, void* dst, int64_t nb) {
   }
 }
 
+// The K-quants, for gen-model's synthetic models: a plain min/max fit per
+// sub-block, then the sub-block scales rounded up to the super-block's 6-
+// or 8-bit grid. ggml's quantizers search each sub-block's scale for the least
+// squared error; the formats, not that search, are what the kernels are
+// measured and tested on.
+
+// round(v) as an int in [lo, hi], NaN as 0.
+int round_to_int(float v, int lo, int hi) { return clamp_to_int(std::round(v), lo, hi, 0); }
+// The grid point at or above v: a sub-block's step or offset rounded up, so
+// that its values still fit the code range.
+int ceil_to_int(float v, int lo, int hi) { return clamp_to_int(std::ceil(v), lo, hi, 0); }
+
+// Q4_K: x ~= d * sc[j] * q - dmin * m[j] over 8 sub-blocks of 32, q in
+// 0..15, sc and m 6-bit, packed as scale_min_k4 unpacks them.
+void quantize_q4_k(const float* src, void* dst, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, src += QK_K) {
+    float scale[8], min[8], max_scale = 0, max_min = 0;
+    for (int j = 0; j < 8; ++j) {
+      float lo = 0, hi = 0;  // the range includes 0: m >= 0
+      for (int l = 0; l < 32; ++l) {
+        lo = std::min(lo, src[32 * j + l]);
+        hi = std::max(hi, src[32 * j + l]);
+      }
+      scale[j] = (hi - lo) / 15;
+      min[j] = -lo;
+      max_scale = std::max(max_scale, scale[j]);
+      max_min = std::max(max_min, min[j]);
+    }
+    BlockQ4_K b{};
+    b.d = f32_to_f16(max_scale / 63);
+    b.dmin = f32_to_f16(max_min / 63);
+    const float d = f16_to_f32(b.d), dmin = f16_to_f32(b.dmin);
+    uint8_t sc[8], m[8];
+    for (int j = 0; j < 8; ++j) {
+      sc[j] = static_cast<uint8_t>(d > 0 ? ceil_to_int(scale[j] / d, 0, 63) : 0);
+      m[j] = static_cast<uint8_t>(dmin > 0 ? ceil_to_int(min[j] / dmin, 0, 63) : 0);
+    }
+    for (int j = 0; j < 4; ++j) {
+      b.scales[j] = static_cast<uint8_t>(sc[j] | (sc[j + 4] >> 4) << 6);
+      b.scales[j + 4] = static_cast<uint8_t>(m[j] | (m[j + 4] >> 4) << 6);
+      b.scales[j + 8] = static_cast<uint8_t>((sc[j + 4] & 15) | (m[j + 4] & 15) << 4);
+    }
+    for (int j = 0; j < 8; ++j) {
+      const float step = d * sc[j], offset = dmin * m[j];
+      for (int l = 0; l < 32; ++l) {
+        const int q = step > 0 ? round_to_int((src[32 * j + l] + offset) / step, 0, 15) : 0;
+        // Sub-blocks 2c and 2c+1 share bytes 32c..32c+31: low, high nibble.
+        b.qs[32 * (j / 2) + l] |= static_cast<uint8_t>(q << (4 * (j % 2)));
+      }
+    }
+    store_block(dst, i, b);
+  }
+}
+
+// Q6_K: x ~= d * scales[j] * (q - 32) over 16 sub-blocks of 16, q in 0..63,
+// laid out as dequantize_q6_k reads it.
+void quantize_q6_k(const float* src, void* dst, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, src += QK_K) {
+    float scale[16], max_scale = 0;
+    for (int j = 0; j < 16; ++j) {
+      float amax = 0;
+      for (int l = 0; l < 16; ++l) amax = std::max(amax, std::fabs(src[16 * j + l]));
+      scale[j] = amax / 31;
+      max_scale = std::max(max_scale, scale[j]);
+    }
+    BlockQ6_K b{};
+    b.d = f32_to_f16(max_scale / 127);
+    const float d = f16_to_f32(b.d);
+    for (int j = 0; j < 16; ++j) b.scales[j] = static_cast<int8_t>(d > 0 ? ceil_to_int(scale[j] / d, 0, 127) : 0);
+    for (int e = 0; e < QK_K; ++e) {
+      const float step = d * b.scales[e / 16];
+      const int q = (step > 0 ? round_to_int(src[e] / step, -32, 31) : 0) + 32;
+      // Element e = 128 h + 32 k + l: low bits in ql[64 h + l + 32 (k % 2)]
+      // (k < 2: low nibble), high bits in qh[32 h + l] at bit 2k.
+      const int h = e / 128, k = (e % 128) / 32, l = e % 32;
+      b.ql[64 * h + l + 32 * (k % 2)] |= static_cast<uint8_t>((q & 15) << (4 * (k / 2)));
+      b.qh[32 * h + l] |= static_cast<uint8_t>((q >> 4) << (2 * k));
+    }
+    store_block(dst, i, b);
+  }
+}
+
 }  // namespace
 
 size_t row_bytes(TensorType type, uint64_t n) {
@@ -312,7 +394,9 @@ bool can_quantize(TensorType type) {
     case TensorType::F16:
     case TensorType::BF16:
     case TensorType::Q8_0:
-    case TensorType::Q4_0: return true;
+    case TensorType::Q4_0:
+    case TensorType::Q4_K:
+    case TensorType::Q6_K: return true;
     default: return false;
   }
 }
@@ -331,6 +415,8 @@ void quantize_row(TensorType type, const float* src, void* dst, int64_t n) {
       return quantize_half<f32_to_bf16>(src, dst, blocks_in_row(what, type, n, 1));
     case TensorType::Q8_0: return quantize_q8_0(src, dst, blocks_in_row(what, type, n, QK8_0));
     case TensorType::Q4_0: return quantize_q4_0(src, dst, blocks_in_row(what, type, n, QK4_0));
+    case TensorType::Q4_K: return quantize_q4_k(src, dst, blocks_in_row(what, type, n, QK_K));
+    case TensorType::Q6_K: return quantize_q6_k(src, dst, blocks_in_row(what, type, n, QK_K));
     default: break;
   }
   throw Error("quantize_row: cannot quantize to " + type_name(type));

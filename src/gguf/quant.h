@@ -32,8 +32,8 @@ size_t row_bytes(TensorType type, uint64_t n);
 // dst[0..n) = src decoded. n must be a multiple of the type's block size.
 void dequantize_row(TensorType type, const void* src, float* dst, int64_t n);
 
-// Encode n floats. Supported for F32, F16, BF16, Q8_0, Q4_0 (what gen-model
-// and the KV cache write); throws Error for other types.
+// Encode n floats. Supported for F32, F16, BF16, Q8_0, Q4_0, Q4_K and Q6_K
+// (what gen-model and the KV cache write); throws Error for other types.
 void quantize_row(TensorType type, const float* src, void* dst, int64_t n);
 bool can_quantize(TensorType type);
 

@@ -57,12 +57,14 @@ uint32_t file_type(TensorType type) {
     case TensorType::F16: return 1;
     case TensorType::Q4_0: return 2;
     case TensorType::Q8_0: return 7;
+    case TensorType::Q4_K: return 14;  // MOSTLY_Q4_K_S: all of it Q4_K
+    case TensorType::Q6_K: return 18;
     case TensorType::BF16: return 32;
     default: break;
   }
   const auto info = gguf::type_info(type);
   throw Error("gen-model: cannot write matrices of type " + std::string(info ? info->name : "unknown") +
-              " (use f32, f16, bf16, q8_0 or q4_0)");
+              " (use f32, f16, bf16, q8_0, q4_0, q4_k or q6_k)");
 }
 
 // ---- built-in vocabulary ---------------------------------------------------

@@ -191,7 +191,8 @@ TEST_P(SyntheticModel, TinyRoundTrips) {
   EXPECT_FLOAT_EQ(static_cast<float>(f.get_float("llama.attention.layer_norm_rms_epsilon", 0)), s.rms_eps);
   EXPECT_FLOAT_EQ(static_cast<float>(f.get_float("llama.rope.freq_base", 0)), s.rope_theta);
   const std::map<TensorType, int64_t> file_types = {
-      {TensorType::F32, 0}, {TensorType::F16, 1}, {TensorType::Q4_0, 2}, {TensorType::Q8_0, 7}};
+      {TensorType::F32, 0}, {TensorType::F16, 1}, {TensorType::Q4_0, 2}, {TensorType::Q8_0, 7},
+      {TensorType::Q4_K, 14}, {TensorType::Q6_K, 18}};
   EXPECT_EQ(f.get_int("general.file_type", -1), file_types.at(type));
 
   const auto plan = synthetic_tensors(s, s.n_vocab, type);
@@ -220,7 +221,8 @@ TEST_P(SyntheticModel, TinyRoundTrips) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, SyntheticModel,
-                         ::testing::Values(TensorType::F32, TensorType::F16, TensorType::Q8_0, TensorType::Q4_0),
+                         ::testing::Values(TensorType::F32, TensorType::F16, TensorType::Q8_0, TensorType::Q4_0,
+                                           TensorType::Q4_K, TensorType::Q6_K),
                          [](const auto& info) { return std::string(gguf::type_info(info.param)->name); });
 
 TEST(SyntheticModelFile, SameSpecSameBytesOtherSeedOtherWeights) {
@@ -334,7 +336,7 @@ TEST(SyntheticErrors, UnsupportedTypeOrVocabSourceWritesNothing) {
   SyntheticSpec spec;
   spec.shape = *find_shape("tiny");
   const std::string path = temp_path("never.gguf");
-  spec.type = TensorType::Q4_K;
+  spec.type = TensorType::Q5_K;
   EXPECT_THROW(write_synthetic_model(spec, path), Error);
 
   spec.type = TensorType::Q8_0;

@@ -97,11 +97,13 @@ inline void matmul(std::initializer_list<MatmulTarget> targets, const float* x, 
 // to undo the weights' code offsets (dsum = d * sum(qs); lo/hi: first/second
 // 16 values; neg128_sum = -128 * sum(qs) and neg8_sum = -8 * sum(qs), the
 // integer offsets of codes stored as code + 128 (Q8_0) and code + 8 (Q4_0),
-// which kernels can fold into their integer dot products).
+// and neg32_sum_lo/hi = -32 * the halves' sums, Q6_K's (code + 32 per
+// 16-value sub-block), which kernels can fold into their integer dot
+// products).
 constexpr int kQBlock = 32;  // columns per activation block / code block
 struct alignas(16) Q8Act {
   float d, dsum, dsum_lo, dsum_hi;
-  int32_t neg128_sum, neg8_sum;
+  int32_t neg128_sum, neg8_sum, neg32_sum_lo, neg32_sum_hi;
   int8_t qs[kQBlock];
 };
 static_assert(sizeof(Q8Act) == 64);

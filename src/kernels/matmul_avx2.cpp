@@ -93,6 +93,8 @@ void quantize(const float* x, int64_t cols, Q8Act* out) {
     a.dsum = a.d * static_cast<float>(s0 + s1);
     a.neg128_sum = -128 * (s0 + s1);
     a.neg8_sum = -8 * (s0 + s1);
+    a.neg32_sum_lo = -32 * s0;
+    a.neg32_sum_hi = -32 * s1;
   }
 }
 

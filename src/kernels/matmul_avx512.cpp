@@ -88,14 +88,17 @@ void quantize(const float* x, int64_t cols, Q8Act* out) {
     a.dsum = a.d * static_cast<float>(s0 + s1);
     a.neg128_sum = -128 * (s0 + s1);
     a.neg8_sum = -8 * (s0 + s1);
+    a.neg32_sum_lo = -32 * s0;
+    a.neg32_sum_hi = -32 * s1;
   }
 }
 
 // One block of a panel, unpacked: w[r][4j+i] = s * code - m, with code byte
-// r*4+i of g[j]. Formats with one scale per block use s_lo / m_lo only.
+// r*4+i of g[j]. Formats with one scale per block use s_lo / m_lo only,
+// Q6_K s_lo / s_hi (its offsets fold into the dot products).
 struct Block {
   __m512i g[8];
-  __m512 s_lo, s_hi, m_lo, m_hi;
+  __m512 s_lo, s_hi, m_lo;
 };
 
 // Q4_0's nibbles without shifting the high ones down: g[j + 4] holds 16
@@ -172,9 +175,13 @@ struct Q4_K {
   }
 };
 
+// Two scales per block, one per 16-column half (groups 0-3 and 4-7), each
+// half's offset of -32 per code folded into that half's chain.
 struct Q6_K {
   static constexpr const QuantLayout& kLayout = kQ6_KLayout;
-  static constexpr bool kTwoScales = true, kFoldedOffset = false, kAlwaysPrefetch = true;
+  static constexpr bool kTwoScales = true, kFoldedOffset = true, kAlwaysPrefetch = true;
+  static int32_t offset_lo(const Q8Act& x) { return x.neg32_sum_lo; }
+  static int32_t offset_hi(const Q8Act& x) { return x.neg32_sum_hi; }
   template <int T>
   static void load(const uint8_t* panel, int64_t b, Block& k) {
     const int64_t c = b % 8;
@@ -192,15 +199,13 @@ struct Q6_K {
     const __m512 d = load_f16x16(meta);
     k.s_lo = _mm512_mul_ps(d, i8x16_to_ps(meta + kQ6_KSc + (2 * c) * 16));
     k.s_hi = _mm512_mul_ps(d, i8x16_to_ps(meta + kQ6_KSc + (2 * c + 1) * 16));
-    k.m_lo = _mm512_mul_ps(k.s_lo, _mm512_set1_ps(32.0f));
-    k.m_hi = _mm512_mul_ps(k.s_hi, _mm512_set1_ps(32.0f));
   }
 };
 
 // One block's integer products with one token's activations, as two
 // chains that hide each other's latency: groups 0-3 added to lo, 4-7 to hi.
-// Decode's form (and Q6_K's); several tokens of the other formats
-// interleave their chains instead (accumulate_tokens).
+// Decode's form; several tokens interleave their chains instead
+// (accumulate_tokens).
 void dot_chains(const Block& k, const Q8Act* x, __m512i& lo, __m512i& hi) {
   for (int j = 0; j < 4; ++j) lo = dot4(lo, k.g[j], x->qs + 4 * j);
   for (int j = 4; j < 8; ++j) hi = dot4(hi, k.g[j], x->qs + 4 * j);
@@ -226,6 +231,13 @@ void add_scaled(__m512i sum, const Block& k, const Q8Act& x, __m512& acc, __m512
   if constexpr (!Format::kFoldedOffset) off = _mm512_fmadd_ps(k.m_lo, _mm512_set1_ps(x.dsum), off);
 }
 
+// Q6_K's float steps for one block and token from its two halves' sums,
+// likewise the same for decode and for tokens in a batch.
+void add_scaled_halves(__m512i lo, __m512i hi, const Block& k, const Q8Act& x, __m512& acc) {
+  const __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi), k.s_hi, _mm512_mul_ps(_mm512_cvtepi32_ps(lo), k.s_lo));
+  acc = _mm512_fmadd_ps(f, _mm512_set1_ps(x.d), acc);
+}
+
 // Adds one block's products with one token's activations x to acc and off.
 // Every token goes through the same float operations whatever the batch,
 // and its integer sums are exact, so a token's result does not depend on
@@ -233,20 +245,17 @@ void add_scaled(__m512i sum, const Block& k, const Q8Act& x, __m512& acc, __m512
 // alone gives).
 template <class Format, int T>
 void accumulate_block(const Block& k, const Q8Act* x, __m512& acc, __m512& off) {
-  if constexpr (Format::kFoldedOffset) {
-    static_assert(T == 1, "several tokens go through accumulate_tokens");
+  static_assert(T == 1 || !Format::kFoldedOffset, "several tokens go through accumulate_tokens");
+  if constexpr (Format::kTwoScales) {
+    __m512i lo = _mm512_set1_epi32(Format::offset_lo(*x)), hi = _mm512_set1_epi32(Format::offset_hi(*x));
+    dot_chains(k, x, lo, hi);
+    add_scaled_halves(lo, hi, k, *x, acc);
+  } else if constexpr (Format::kFoldedOffset) {
     add_scaled<Format>(folded_sum_one<Format>(k, x), k, *x, acc, off);
   } else {
     __m512i lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
     dot_chains(k, x, lo, hi);
-    if constexpr (Format::kTwoScales) {
-      const __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi), k.s_hi, _mm512_mul_ps(_mm512_cvtepi32_ps(lo), k.s_lo));
-      acc = _mm512_fmadd_ps(f, _mm512_set1_ps(x->d), acc);
-      off = _mm512_fmadd_ps(k.m_lo, _mm512_set1_ps(x->dsum_lo), off);
-      off = _mm512_fmadd_ps(k.m_hi, _mm512_set1_ps(x->dsum_hi), off);
-    } else {
-      add_scaled<Format>(_mm512_add_epi32(lo, hi), k, *x, acc, off);
-    }
+    add_scaled<Format>(_mm512_add_epi32(lo, hi), k, *x, acc, off);
   }
 }
 
@@ -260,12 +269,21 @@ void accumulate_block(const Block& k, const Q8Act* x, __m512& acc, __m512& off) 
 // slower (pp512, tinyllama Q8_0 / Q4_0; Q4_K matmuls 20-35%). The sum is
 // exact, so it is the integer decode's chains give, and the float steps
 // after it are decode's (add_scaled): a token's result does not depend on
-// its batch.
-// Q6_K's two scales would need two sums per token, more registers than
-// there are; it goes token by token.
+// its batch. Q6_K sums each half in a chain of its own, token after token.
 template <class Format, int T>
 [[gnu::always_inline]] inline void accumulate_tokens(const Block& k, const Q8Act* x, int64_t xs, __m512* acc, __m512* off) {
-  if constexpr (T > 1 && !Format::kTwoScales) {
+  if constexpr (T > 1 && Format::kTwoScales) {
+    __m512i lo[T], hi[T];
+    for (int t = 0; t < T; ++t) {
+      lo[t] = _mm512_set1_epi32(Format::offset_lo(x[t * xs]));
+      hi[t] = _mm512_set1_epi32(Format::offset_hi(x[t * xs]));
+    }
+    for (int j = 0; j < 4; ++j)
+      for (int t = 0; t < T; ++t) lo[t] = dot4(lo[t], k.g[j], x[t * xs].qs + 4 * j);
+    for (int j = 4; j < 8; ++j)
+      for (int t = 0; t < T; ++t) hi[t] = dot4(hi[t], k.g[j], x[t * xs].qs + 4 * j);
+    for (int t = 0; t < T; ++t) add_scaled_halves(lo[t], hi[t], k, x[t * xs], acc[t]);
+  } else if constexpr (T > 1) {
     __m512i sum[T];
     for (int t = 0; t < T; ++t) {
       if constexpr (Format::kFoldedOffset) sum[t] = _mm512_set1_epi32(Format::offset(x[t * xs]));

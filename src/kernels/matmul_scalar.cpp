@@ -39,6 +39,8 @@ void quantize(const float* x, int64_t cols, Q8Act* out) {
     a.dsum = a.d * static_cast<float>(sum[0] + sum[1]);
     a.neg128_sum = -128 * (sum[0] + sum[1]);
     a.neg8_sum = -8 * (sum[0] + sum[1]);
+    a.neg32_sum_lo = -32 * sum[0];
+    a.neg32_sum_hi = -32 * sum[1];
   }
 }
 

@@ -164,7 +164,7 @@ void set_hparams(gguf::Writer& w, const SyntheticSpec& spec, int n_vocab) {
   w.set("general.name", gguf::make_string("llmserve synthetic " + std::string(s.name) + " (random weights, seed " +
                                           std::to_string(spec.seed) + ")"));
   w.set("general.alignment", gguf::make_u32(32));
-  w.set("general.file_type", gguf::make_u32(file_type(spec.type)));
+  w.set("general.file_type", gguf::make_u32(spec.q4_k_m ? 15 : file_type(spec.type)));  // 15: MOSTLY_Q4_K_M
   w.set("llama.vocab_size", gguf::make_u32(n_vocab));
   w.set("llama.context_length", gguf::make_u32(s.n_ctx));
   w.set("llama.embedding_length", gguf::make_u32(s.dim));
@@ -199,24 +199,29 @@ std::vector<std::string_view> shape_names() {
   return names;
 }
 
-std::vector<SyntheticTensor> synthetic_tensors(const Shape& s, int n_vocab, TensorType matrix_type) {
+std::vector<SyntheticTensor> synthetic_tensors(const Shape& s, int n_vocab, TensorType matrix_type, bool q4_k_m) {
   const uint64_t dim = s.dim, kv = s.kv_dim(), ffn = s.ffn_dim, vocab = n_vocab;
+  const TensorType base = q4_k_m ? TensorType::Q4_K : matrix_type;
+  const int n = s.n_layer;
+  // Q4_K_M's layers of more bits (llama.cpp's use_more_bits).
+  auto more_bits = [&](int l) { return q4_k_m && (l < n / 8 || l >= 7 * n / 8 || (l - n / 8) % 3 == 2); };
   std::vector<SyntheticTensor> t;
-  t.push_back({"token_embd.weight", {dim, vocab}, matrix_type});
-  for (int l = 0; l < s.n_layer; ++l) {
+  t.push_back({"token_embd.weight", {dim, vocab}, base});
+  for (int l = 0; l < n; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
+    const TensorType wider = more_bits(l) ? TensorType::Q6_K : base;
     t.push_back({p + "attn_norm.weight", {dim}, TensorType::F32});
-    t.push_back({p + "attn_q.weight", {dim, dim}, matrix_type});
-    t.push_back({p + "attn_k.weight", {dim, kv}, matrix_type});
-    t.push_back({p + "attn_v.weight", {dim, kv}, matrix_type});
-    t.push_back({p + "attn_output.weight", {dim, dim}, matrix_type});
+    t.push_back({p + "attn_q.weight", {dim, dim}, base});
+    t.push_back({p + "attn_k.weight", {dim, kv}, base});
+    t.push_back({p + "attn_v.weight", {dim, kv}, wider});
+    t.push_back({p + "attn_output.weight", {dim, dim}, base});
     t.push_back({p + "ffn_norm.weight", {dim}, TensorType::F32});
-    t.push_back({p + "ffn_gate.weight", {dim, ffn}, matrix_type});
-    t.push_back({p + "ffn_up.weight", {dim, ffn}, matrix_type});
-    t.push_back({p + "ffn_down.weight", {ffn, dim}, matrix_type});
+    t.push_back({p + "ffn_gate.weight", {dim, ffn}, base});
+    t.push_back({p + "ffn_up.weight", {dim, ffn}, base});
+    t.push_back({p + "ffn_down.weight", {ffn, dim}, wider});
   }
   t.push_back({"output_norm.weight", {dim}, TensorType::F32});
-  t.push_back({"output.weight", {dim, vocab}, matrix_type});
+  t.push_back({"output.weight", {dim, vocab}, q4_k_m ? TensorType::Q6_K : base});
   return t;
 }
 
@@ -249,7 +254,7 @@ void write_synthetic_model(const SyntheticSpec& spec, const std::string& out_pat
   }
 
   ThreadPool pool(default_thread_count());
-  for (SyntheticTensor& t : synthetic_tensors(spec.shape, n_vocab, spec.type)) {
+  for (SyntheticTensor& t : synthetic_tensors(spec.shape, n_vocab, spec.type, spec.q4_k_m)) {
     const uint64_t cols = t.dims[0];
     if (t.dims.size() == 1) {  // RMS norm weights start at 1
       std::vector<float> ones(cols, 1.0f);
@@ -258,8 +263,8 @@ void write_synthetic_model(const SyntheticSpec& spec, const std::string& out_pat
       w.add_tensor(std::move(t.name), std::move(t.dims), TensorType::F32, std::move(bytes));
       continue;
     }
-    const size_t row_bytes = gguf::row_bytes(spec.type, cols);
-    auto fill = [&pool, seed = spec.seed, name = t.name, type = spec.type, cols, row_bytes](
+    const size_t row_bytes = gguf::row_bytes(t.type, cols);
+    auto fill = [&pool, seed = spec.seed, name = t.name, type = t.type, cols, row_bytes](
                     uint64_t first, uint64_t n_rows, uint8_t* dst) {
       pool.run([&](int thread, int n_threads) {
         const auto [begin, end] = ThreadPool::split(static_cast<long>(n_rows), thread, n_threads);
@@ -270,7 +275,7 @@ void write_synthetic_model(const SyntheticSpec& spec, const std::string& out_pat
         }
       });
     };
-    w.add_tensor(std::move(t.name), std::move(t.dims), spec.type, gguf::Writer::RowSource(fill));
+    w.add_tensor(std::move(t.name), std::move(t.dims), t.type, gguf::Writer::RowSource(fill));
   }
   w.write(out_path);
 }

@@ -33,6 +33,7 @@ struct Shape {
 struct SyntheticSpec {
   Shape shape;
   gguf::TensorType type = gguf::TensorType::Q8_0;  // of the matrices; norms are always F32
+  bool q4_k_m = false;  // llama.cpp's Q4_K_M mix instead (synthetic_tensors); `type` is then ignored
   uint64_t seed = 0;
   std::string vocab_from;  // a GGUF whose tokenizer.* keys to copy; empty: built-in vocabulary
 };
@@ -47,7 +48,12 @@ struct SyntheticTensor {
   std::vector<uint64_t> dims;
   gguf::TensorType type;
 };
-std::vector<SyntheticTensor> synthetic_tensors(const Shape& shape, int n_vocab, gguf::TensorType matrix_type);
+// With q4_k_m the matrices are llama.cpp's Q4_K_M mix: Q4_K, with Q6_K for
+// output.weight and for attn_v and ffn_down in the first and last eighth of
+// the layers and every third one between (its use_more_bits rule), and
+// matrix_type is ignored.
+std::vector<SyntheticTensor> synthetic_tensors(const Shape& shape, int n_vocab, gguf::TensorType matrix_type,
+                                               bool q4_k_m = false);
 
 // Row `row` of matrix `tensor_name` before quantization: n values ~ N(0, 0.02),
 // determined by (seed, tensor_name, row) alone, so rows can be generated in

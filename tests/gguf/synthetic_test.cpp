@@ -162,16 +162,23 @@ TEST(SyntheticRows, NormalWithStddev0_02) {
   EXPECT_NEAR(within_one_sigma / x.size(), 0.6827, 0.005);  // a normal, not just any spread
 }
 
-class SyntheticModel : public ::testing::TestWithParam<TensorType> {};
+// A matrix type for every matrix, or (q4_k_m) the Q4_K_M mix.
+struct MatrixTypes {
+  TensorType type;
+  bool q4_k_m;
+};
+
+class SyntheticModel : public ::testing::TestWithParam<MatrixTypes> {};
 
 // A tiny model written in each type reads back with the shape's metadata,
 // the planned tensors, norms of 1 and matrix bytes equal to quantize_row of
 // the seeded rows.
 TEST_P(SyntheticModel, TinyRoundTrips) {
-  const TensorType type = GetParam();
+  const TensorType type = GetParam().type;
   SyntheticSpec spec;
   spec.shape = *find_shape("tiny");
   spec.type = type;
+  spec.q4_k_m = GetParam().q4_k_m;
   spec.seed = 1234;
   const std::string path = temp_path("tiny.gguf");
   write_synthetic_model(spec, path);
@@ -193,9 +200,9 @@ TEST_P(SyntheticModel, TinyRoundTrips) {
   const std::map<TensorType, int64_t> file_types = {
       {TensorType::F32, 0}, {TensorType::F16, 1}, {TensorType::Q4_0, 2}, {TensorType::Q8_0, 7},
       {TensorType::Q4_K, 14}, {TensorType::Q6_K, 18}};
-  EXPECT_EQ(f.get_int("general.file_type", -1), file_types.at(type));
+  EXPECT_EQ(f.get_int("general.file_type", -1), spec.q4_k_m ? 15 : file_types.at(type));
 
-  const auto plan = synthetic_tensors(s, s.n_vocab, type);
+  const auto plan = synthetic_tensors(s, s.n_vocab, type, spec.q4_k_m);
   ASSERT_EQ(f.tensors().size(), plan.size());
   std::vector<float> row;
   std::vector<uint8_t> want;
@@ -221,9 +228,35 @@ TEST_P(SyntheticModel, TinyRoundTrips) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, SyntheticModel,
-                         ::testing::Values(TensorType::F32, TensorType::F16, TensorType::Q8_0, TensorType::Q4_0,
-                                           TensorType::Q4_K, TensorType::Q6_K),
-                         [](const auto& info) { return std::string(gguf::type_info(info.param)->name); });
+                         ::testing::Values(MatrixTypes{TensorType::F32, false}, MatrixTypes{TensorType::F16, false},
+                                           MatrixTypes{TensorType::Q8_0, false}, MatrixTypes{TensorType::Q4_0, false},
+                                           MatrixTypes{TensorType::Q4_K, false}, MatrixTypes{TensorType::Q6_K, false},
+                                           MatrixTypes{TensorType::F32, true}),
+                         [](const auto& info) {
+                           return info.param.q4_k_m ? std::string("Q4_K_M")
+                                                    : std::string(gguf::type_info(info.param.type)->name);
+                         });
+
+// Q4_K_M as llama.cpp lays it out: Q4_K, Q6_K for output.weight and for
+// attn_v / ffn_down in the layers of more bits (of 22: 0-1, 19-21, and
+// every third from 4).
+TEST(SyntheticTensors, Q4KMGivesMoreBitsWhereLlamaCppDoes) {
+  const Shape s = *find_shape("tinyllama-1.1b");
+  std::map<std::string, TensorType> types;
+  for (const auto& t : synthetic_tensors(s, s.n_vocab, TensorType::F32, true)) types[t.name] = t.type;
+  EXPECT_EQ(types.at("token_embd.weight"), TensorType::Q4_K);
+  EXPECT_EQ(types.at("output.weight"), TensorType::Q6_K);
+  EXPECT_EQ(types.at("output_norm.weight"), TensorType::F32);
+  const std::set<int> more = {0, 1, 4, 7, 10, 13, 16, 19, 20, 21};
+  for (int l = 0; l < s.n_layer; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    const TensorType wider = more.count(l) ? TensorType::Q6_K : TensorType::Q4_K;
+    EXPECT_EQ(types.at(p + "attn_v.weight"), wider) << l;
+    EXPECT_EQ(types.at(p + "ffn_down.weight"), wider) << l;
+    for (const char* m : {"attn_q", "attn_k", "attn_output", "ffn_gate", "ffn_up"})
+      EXPECT_EQ(types.at(p + m + ".weight"), TensorType::Q4_K) << p << m;
+  }
+}
 
 TEST(SyntheticModelFile, SameSpecSameBytesOtherSeedOtherWeights) {
   SyntheticSpec spec;

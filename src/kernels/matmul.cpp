@@ -232,7 +232,9 @@ struct ChunkPanels {
 };
 
 // Scratch for a thread's chunk panels, 64-byte aligned. Grows, never shrinks.
-uint8_t* chunk_scratch(std::vector<CacheLine>& buf, const ChunkPanels& c) { return scratch(buf, c.scratch_bytes() / 64)->bytes; }
+uint8_t* chunk_scratch(std::vector<CacheLine>& buf, const ChunkPanels& c) {
+  return scratch(buf, c.scratch_bytes() / 64)->bytes;
+}
 
 }  // namespace
 

@@ -381,7 +381,8 @@ void float_tile(const PanelArgs& a, int64_t p0, int64_t t0) {
   int64_t c = 0;
   for (; c + C <= a.cols; c += C) {
     if (kPrefetch)
-      for (int p = 0; p < P; ++p) prefetch<C * Format::kColumnBytes>(panel + p * a.panel_stride + c * Format::kColumnBytes);
+      for (int p = 0; p < P; ++p)
+        prefetch<C * Format::kColumnBytes>(panel + p * a.panel_stride + c * Format::kColumnBytes);
     for (int u = 0; u < C; ++u) column(u, c + u);
   }
   for (; c < a.cols; ++c) column(0, c);

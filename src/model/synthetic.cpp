@@ -49,10 +49,11 @@ uint64_t hash_name(std::string_view s) {
   return h;
 }
 
-// llama.cpp's general.file_type for a model whose matrices are `type`, for
-// every type quantize_row can produce.
-uint32_t file_type(TensorType type) {
-  switch (type) {
+// llama.cpp's general.file_type for a model whose matrices are spec.type,
+// for every type quantize_row can produce, or the Q4_K_M mix.
+uint32_t file_type(const SyntheticSpec& spec) {
+  if (spec.q4_k_m) return 15;  // MOSTLY_Q4_K_M
+  switch (spec.type) {
     case TensorType::F32: return 0;
     case TensorType::F16: return 1;
     case TensorType::Q4_0: return 2;
@@ -62,7 +63,7 @@ uint32_t file_type(TensorType type) {
     case TensorType::BF16: return 32;
     default: break;
   }
-  const auto info = gguf::type_info(type);
+  const auto info = gguf::type_info(spec.type);
   throw Error("gen-model: cannot write matrices of type " + std::string(info ? info->name : "unknown") +
               " (use f32, f16, bf16, q8_0, q4_0, q4_k or q6_k)");
 }
@@ -164,7 +165,7 @@ void set_hparams(gguf::Writer& w, const SyntheticSpec& spec, int n_vocab) {
   w.set("general.name", gguf::make_string("llmserve synthetic " + std::string(s.name) + " (random weights, seed " +
                                           std::to_string(spec.seed) + ")"));
   w.set("general.alignment", gguf::make_u32(32));
-  w.set("general.file_type", gguf::make_u32(spec.q4_k_m ? 15 : file_type(spec.type)));  // 15: MOSTLY_Q4_K_M
+  w.set("general.file_type", gguf::make_u32(file_type(spec)));
   w.set("llama.vocab_size", gguf::make_u32(n_vocab));
   w.set("llama.context_length", gguf::make_u32(s.n_ctx));
   w.set("llama.embedding_length", gguf::make_u32(s.dim));

@@ -5,30 +5,31 @@
 //
 // One work item = one KV head x a block of query tokens: the M = group x
 // tokens query rows that read the same keys. Keys go by blocks of N (the
-// vector width):
-//   S[M][N]  = Q K_blk^T      K block converted to f32 rows and transposed
-//                             by N x N register tiles, then one FMA per
-//                             (row, dim) updates N scores;
-//   online softmax per row    running max m and sum l; O rescaled when m grows;
-//   O[M][hd] += P V_blk       V block converted once, 4-row register tiles.
-// A lone query row (decode without GQA) over f32/f16 rows skips the
-// conversions and the transpose: it dots and accumulates straight from the
-// cache rows (lone_scores, lone_pv).
+// vector width), converted once per block to f32 rows that all the item's
+// rows read, with an online softmax (running max m and sum l per row).
+// Three shapes:
+// - M >= N (prefill), tile_item: rows by tiles of N, a tile's rows in the
+//   lanes of a vector. S_j = Q_tile . k_j (one FMA per dim, k_j[d]
+//   broadcast from the transposed block); the softmax lane by lane over
+//   the block's keys; O_tile += P V_blk with O transposed ([dim][row]) and
+//   v_j[d] broadcast. With rows in registers and keys in lanes instead, the
+//   softmax's horizontal reductions and per-row branches took 32% of
+//   prefill attention's time, more than QK^T (BM_AttentionPrefillF16/512);
+//   rows in lanes run it 1.3-1.4x faster.
+// - 1 < M < N (GQA decode), narrow_item: a tile's lanes would be partly
+//   empty, so keys in lanes and the rows in registers, each row's softmax
+//   step on its own (row_softmax_step).
+// - M = 1 (decode without GQA), lone_item: the same per row, dotting and
+//   accumulating straight from f32 and f16 cache rows (Q8_0 rows converted).
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/attention_isa.h"
 
 namespace llmserve::kernels::attention_impl {
-
-template <class VF>
-struct Layout {
-  static constexpr int N = VF::N;
-  static constexpr int kQkRows = 8;           // rows per QK^T register tile
-  static constexpr int kPvRows = 4;           // rows per PV register tile
-  static constexpr int kPvCols = N == 16 ? 4 : 2;  // vectors per PV tile row (fits the register file)
-};
 
 // One cache row's slice [first, first + hd) as floats into dst[0..hdp),
 // zero-padded. Q8_0 rows are 34-byte blocks of f16 scale + 32 int8; a head
@@ -135,28 +136,22 @@ void dot_rows(const T* const* rows, const float* q, int hd, float* s) {
   for (int r = 0; r < R; ++r) s[r] = acc[r].reduce_add();
 }
 
-// Pointers to KV head `kv_head` of n <= VF::N rows (one key block).
+// Pointers to KV head `kv_head` of the n <= VF::N key rows at [pos, pos + n):
+// into the cache for f32 and f16 rows (T = float, uint16_t), into buf
+// ([n][hdp], converted) for Q8_0 rows (T = float).
 template <class VF, class T>
-void head_rows(const AttentionCall& c, const uint8_t* base, const AttentionSeq& seq, int64_t pos, int n, int kv_head,
-               const T** rows) {
+void block_rows(const AttentionCall& c, const uint8_t* base, const AttentionSeq& seq, int64_t pos, int n, int kv_head,
+                float* buf, int64_t hdp, const T** rows) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (c.layout.type == gguf::TensorType::Q8_0) {
+      load_rows<VF>(c, base, seq, pos, n, kv_head, buf, hdp);
+      for (int j = 0; j < n; ++j) rows[j] = buf + j * hdp;
+      return;
+    }
+  }
   const int64_t first = static_cast<int64_t>(kv_head) * c.shape.head_dim;
   for_each_row(c, base, seq, pos, n, kv_head,
                [&](int j, const uint8_t* row) { rows[j] = reinterpret_cast<const T*>(row) + first; });
-}
-
-// A lone query row (decode without GQA) reads each key and value once, so
-// with float rows it dots and accumulates straight from the cache instead
-// of converting a block into f32 rows and transposing it:
-//   s[j] = q . K_j for the block's keys;  o += p_j V_j.
-template <class VF, class T>
-void lone_scores(const AttentionCall& c, const AttentionSeq& seq, int64_t pos, int n, int kv_head, const float* q,
-                 float* s) {
-  const T* rows[VF::N];
-  head_rows<VF>(c, c.k, seq, pos, n, kv_head, rows);
-  constexpr int kRows = 4;
-  int j = 0;
-  for (; j + kRows <= n; j += kRows) dot_rows<VF, kRows>(rows + j, q, c.shape.head_dim, s + j);
-  for (; j < n; ++j) dot_rows<VF, 1>(rows + j, q, c.shape.head_dim, s + j);
 }
 
 // o[d, d + V N) += sum_j p[j] V_j[d, ..), accumulated in registers across
@@ -173,22 +168,189 @@ void pv_columns(const T* const* rows, int n, const float* p, int64_t d, int hd, 
   for (int u = 0; u < V; ++u) acc[u].store(o + d + u * VF::N);
 }
 
-// n <= VF::N rows (one key block).
-template <class VF, class T>
-void lone_pv(const AttentionCall& c, const AttentionSeq& seq, int64_t pos, int n, int kv_head, const float* p,
-             float* o) {
-  const int hd = c.shape.head_dim;
-  const T* rows[VF::N];
-  head_rows<VF>(c, c.v, seq, pos, n, kv_head, rows);
-  constexpr int kVectors = 4;  // 64 columns on AVX-512: a common head_dim in one pass
-  int64_t d = 0;
-  for (; d + kVectors * VF::N <= hd; d += kVectors * VF::N) pv_columns<VF, kVectors>(rows, n, p, d, hd, o);
-  for (; d < hd; d += VF::N) pv_columns<VF, 1>(rows, n, p, d, hd, o);
+// One row's online-softmax step over a key block (keys in lanes): its first
+// `visible` scores in s become probabilities (the rest 0), the running max
+// m and sum l advance, and the row's output o ([hdp]) is rescaled when the
+// max grew.
+template <class VF>
+void row_softmax_step(float* s, int visible, float& m, float& l, float* o, int64_t hdp) {
+  const VF sc = keep_first(VF::load(s), visible, -INFINITY);
+  const float mx = std::max(m, sc.reduce_max());
+  const VF p = exp(sc - VF::set1(mx));
+  p.store(s);
+  if (mx > m) {
+    const float corr = std::exp(m - mx);  // 0 while m is -inf; rare afterwards
+    l *= corr;
+    for (int64_t d = 0; d < hdp; d += VF::N) (VF::load(o + d) * VF::set1(corr)).store(o + d);
+    m = mx;
+  }
+  l += p.reduce_add();
 }
 
-// S[i..i+R) = Qs[i..i+R) . KT  (one vector of N scores per row).
+// A lone query row, the item's only one (decode without GQA): each key
+// block's scores are one vector (keys in lanes), s[j] = q . K_j, and
+// o += p_j V_j, both straight from the rows block_rows finds.
+template <class VF, class T>
+void lone_item(const AttentionCall& c, const AttentionItem& it, float* scratch) {
+  constexpr int N = VF::N;
+  const AttentionSeq& seq = *it.seq;
+  const int hd = c.shape.head_dim;
+  const int64_t hdp = (hd + N - 1) / N * N;
+  float* q = scratch;  // [hdp] the query, pre-scaled, zero-padded
+  float* o = q + hdp;  // [hdp] unnormalized output
+  float* s = o + hdp;  // [N] scores, then probabilities
+  float* buf = s + N;  // [N][hdp] Q8_0 rows as f32
+  // One row: group 1, so query head kv_head, at position pos0 + t0.
+  const int64_t q_offset = it.t0 * int64_t{c.shape.n_head} * hd + int64_t{it.kv_head} * hd;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  for (int64_t d = 0; d < hdp; ++d) {
+    q[d] = d < hd ? seq.q[q_offset + d] * scale : 0.0f;
+    o[d] = 0;
+  }
+  float m = -INFINITY, l = 0;
+  const int64_t kv_end = seq.pos0 + it.t0 + 1;
+  for (int64_t j0 = 0; j0 < kv_end; j0 += N) {
+    const int nk = kv_end - j0 >= N ? N : static_cast<int>(kv_end - j0);
+    const T* rows[N];
+    block_rows<VF>(c, c.k, seq, j0, nk, it.kv_head, buf, hdp, rows);
+    constexpr int kRows = 4;
+    int j = 0;
+    for (; j + kRows <= nk; j += kRows) dot_rows<VF, kRows>(rows + j, q, hd, s + j);
+    for (; j < nk; ++j) dot_rows<VF, 1>(rows + j, q, hd, s + j);
+    row_softmax_step<VF>(s, nk, m, l, o, hdp);
+    block_rows<VF>(c, c.v, seq, j0, nk, it.kv_head, buf, hdp, rows);
+    constexpr int kVectors = 4;  // 64 columns on AVX-512: a common head_dim in one pass
+    int64_t d = 0;
+    for (; d + kVectors * N <= hd; d += kVectors * N) pv_columns<VF, kVectors>(rows, nk, s, d, hd, o);
+    for (; d < hd; d += N) pv_columns<VF, 1>(rows, nk, s, d, hd, o);
+  }
+  for (int d = 0; d < hd; ++d) seq.out[q_offset + d] = o[d] / l;
+}
+
+// s[j] = sum_d qt[d] k_j[d] for the N keys of a block (kt: [hdp][N], the
+// block transposed, so a dim's N keys sit at fixed offsets from one
+// pointer), the lanes being a tile's rows (qt: [head_dim][N]). Keys past
+// the block's end give garbage the causal mask replaces.
+template <class VF>
+[[gnu::always_inline]] inline void qk_lanes(const float* qt, const float* kt, int head_dim, VF* s) {
+  constexpr int N = VF::N;
+  for (int j = 0; j < N; ++j) s[j] = VF::zero();
+  for (int d = 0; d < head_dim; ++d) {
+    const VF q = VF::load(qt + d * N);
+    for (int j = 0; j < N; ++j) s[j] = fma(q, VF::set1(kt[d * N + j]), s[j]);
+  }
+}
+
+// A tile's transposed output (ot: [hdp][N]) scaled by corr when `rescale`,
+// plus sum over the block's nk keys of p_j (pt: [N][N]) times v_j[d]
+// (vb: [N][hdp]), N dims at a time in registers.
+template <class VF>
+void pv_lanes(float* ot, const float* pt, const float* vb, int64_t hdp, int nk, VF corr, bool rescale) {
+  constexpr int N = VF::N;
+  for (int64_t d0 = 0; d0 < hdp; d0 += N) {
+    VF acc[N];
+    for (int u = 0; u < N; ++u) acc[u] = VF::load(ot + (d0 + u) * N);
+    if (rescale)
+      for (int u = 0; u < N; ++u) acc[u] = acc[u] * corr;
+    for (int j = 0; j < nk; ++j) {
+      const VF p = VF::load(pt + j * N);
+      for (int u = 0; u < N; ++u) acc[u] = fma(p, VF::set1(vb[j * hdp + d0 + u]), acc[u]);
+    }
+    for (int u = 0; u < N; ++u) acc[u].store(ot + (d0 + u) * N);
+  }
+}
+
+// At least N rows (prefill): tiles of N rows in lanes.
+template <class VF>
+void tile_item(const AttentionCall& c, const AttentionItem& it, float* scratch) {
+  constexpr int N = VF::N;
+  const AttentionSeq& seq = *it.seq;
+  const int hd = c.shape.head_dim;
+  const int group = c.shape.n_head / c.shape.n_head_kv;
+  const int64_t hdp = (hd + N - 1) / N * N;
+  const int64_t q_stride = static_cast<int64_t>(c.shape.n_head) * hd;
+  const int64_t rows = int64_t{group} * (it.t1 - it.t0), tiles = (rows + N - 1) / N;
+  const int64_t tile_floats = hdp * N;
+  float* qt = scratch;                   // [tiles][hdp][N] queries, pre-scaled
+  float* ot = qt + tiles * tile_floats;  // [tiles][hdp][N] unnormalized output
+  float* m = ot + tiles * tile_floats;   // [tiles][N] running max
+  float* l = m + tiles * N;              // [tiles][N] running sum
+  float* last = l + tiles * N;           // [tiles][N] the last key position each row sees
+  float* pt = last + tiles * N;          // [N][N] a tile's probabilities, key by key
+  float* kb = pt + N * N;                // [N][hdp] key block as f32 rows
+  float* kt = kb + N * hdp;              // [hdp][N] the same, transposed
+  float* vb = kt + N * hdp;              // [N][hdp] value block
+  // Row i is query head kv_head * group + i % group of token t0 + i / group:
+  // tokens ascend along a tile's lanes. Padding lanes copy the last row's
+  // position and see zero queries: finite, and never written out. A tile's
+  // queries go through kb as rows, then transposed N x N at a time.
+  auto row_offset = [&](int64_t i) { return (it.t0 + i / group) * q_stride + (int64_t{it.kv_head} * group + i % group) * hd; };
+  const VF scale = VF::set1(1.0f / std::sqrt(static_cast<float>(hd)));
+  std::memset(ot, 0, sizeof(float) * tiles * tile_floats);
+  for (int64_t tile = 0; tile < tiles; ++tile) {
+    for (int r = 0; r < N; ++r) {
+      const int64_t i = tile * N + r;
+      m[i] = -INFINITY;
+      l[i] = 0;
+      last[i] = static_cast<float>(seq.pos0 + it.t0 + std::min(i, rows - 1) / group);
+      for (int64_t d = 0; d < hdp; d += N)
+        (i < rows ? load_head<VF>(seq.q + row_offset(i), d, hd) * scale : VF::zero()).store(kb + r * hdp + d);
+    }
+    for (int64_t d = 0; d < hdp; d += N) VF::transpose(kb + d, hdp, qt + tile * tile_floats + d * N, N);
+  }
+
+  const int64_t kv_end = seq.pos0 + it.t1;
+  for (int64_t j0 = 0; j0 < kv_end; j0 += N) {
+    const int nk = kv_end - j0 >= N ? N : static_cast<int>(kv_end - j0);
+    load_rows<VF>(c, c.k, seq, j0, nk, it.kv_head, kb, hdp);
+    for (int64_t d = 0; d < hdp; d += N) VF::transpose(kb + d, hdp, kt + d * N, N);
+    load_rows<VF>(c, c.v, seq, j0, nk, it.kv_head, vb, hdp);
+    for (int64_t tile = 0; tile < tiles; ++tile) {
+      const float* lt = last + tile * N;  // ascending
+      if (lt[N - 1] < static_cast<float>(j0)) continue;  // no row of the tile sees this block
+      VF s[N];
+      qk_lanes<VF>(qt + tile * tile_floats, kt, hd, s);
+      if (lt[0] < static_cast<float>(j0 + N - 1)) {  // causal: some row misses some key (or keys past nk)
+        const VF seen = VF::load(lt);
+        for (int j = 0; j < N; ++j)
+          s[j] = select_ge(seen, VF::set1(static_cast<float>(j0 + j)), s[j], VF::set1(-INFINITY));
+      }
+      VF block_max = s[0];
+      for (int j = 1; j < N; ++j) block_max = max(block_max, s[j]);
+      const VF m_old = VF::load(m + tile * N), m_new = max(m_old, block_max);
+      VF sum = VF::zero();
+      for (int j = 0; j < N; ++j) {
+        const VF p = exp(s[j] - m_new);  // 0 for masked keys
+        p.store(pt + j * N);
+        sum = sum + p;
+      }
+      const VF corr = exp(m_old - m_new);  // 0 while m_old is -inf
+      fma(VF::load(l + tile * N), corr, sum).store(l + tile * N);
+      m_new.store(m + tile * N);
+      pv_lanes<VF>(ot + tile * tile_floats, pt, vb, hdp, nk, corr, (m_new - m_old).reduce_max() > 0);
+    }
+  }
+
+  // Each tile's output back to rows (through kb), normalized.
+  for (int64_t tile = 0; tile < tiles; ++tile) {
+    for (int64_t d = 0; d < hdp; d += N) VF::transpose(ot + tile * tile_floats + d * N, N, kb + d, hdp);
+    for (int r = 0; r < N && tile * N + r < rows; ++r) {
+      const VF inv = VF::set1(1.0f / l[tile * N + r]);
+      float* dst = seq.out + row_offset(tile * N + r);
+      for (int64_t d = 0; d < hd; d += N) {
+        const VF o = VF::load(kb + r * hdp + d) * inv;
+        if (hd - d >= N) o.store(dst + d);
+        else o.store(dst + d, static_cast<int>(hd - d));
+      }
+    }
+  }
+}
+
+// Fewer rows than lanes (GQA decode: the group's rows), which would leave
+// a tile's lanes partly empty: keys in lanes instead, the rows in registers.
+//   S[i..i+R) = Qs[i..i+R) . KT  (one vector of N scores per row).
 template <class VF, int R>
-void qk_tile(const float* qs, int64_t hdp, const float* kt, int head_dim, float* s) {
+void qk_rows(const float* qs, int64_t hdp, const float* kt, int head_dim, float* s) {
   constexpr int N = VF::N;
   VF acc[R];
   for (auto& v : acc) v = VF::zero();
@@ -201,7 +363,7 @@ void qk_tile(const float* qs, int64_t hdp, const float* kt, int head_dim, float*
 
 // O[i..i+R)[c0 .. c0 + C N) += P[i..i+R)[0..nk) . Vb[0..nk)[same columns].
 template <class VF, int R, int C>
-void pv_tile(float* o, int64_t hdp, const float* p, const float* vb, int nk) {
+void pv_rows(float* o, int64_t hdp, const float* p, const float* vb, int nk) {
   constexpr int N = VF::N;
   VF acc[R][C];
   for (int r = 0; r < R; ++r)
@@ -218,115 +380,70 @@ void pv_tile(float* o, int64_t hdp, const float* p, const float* vb, int nk) {
     for (int c = 0; c < C; ++c) acc[r][c].store(o + r * hdp + c * N);
 }
 
-// pv_tile over all hdp columns of R rows: wide tiles, then single vectors.
-template <class VF, int R>
-void pv_rows_tile(float* o, int64_t hdp, const float* p, const float* vb, int nk) {
-  constexpr int N = VF::N, C = Layout<VF>::kPvCols;
-  int64_t c0 = 0;
-  for (; c0 + C * N <= hdp; c0 += C * N) pv_tile<VF, R, C>(o + c0, hdp, p, vb + c0, nk);
-  for (; c0 < hdp; c0 += N) pv_tile<VF, R, 1>(o + c0, hdp, p, vb + c0, nk);
-}
-
 template <class VF>
-void item(const AttentionCall& c, const AttentionItem& it, float* scratch) {
-  constexpr int N = VF::N;
-  using L = Layout<VF>;
+void narrow_item(const AttentionCall& c, const AttentionItem& it, float* scratch) {
+  constexpr int N = VF::N, kQkRows = 8, kPvRows = 4, kPvCols = N == 16 ? 4 : 2;
   const AttentionSeq& seq = *it.seq;
-  const int kv_head = it.kv_head;
-  const int64_t t0 = it.t0, t1 = it.t1, pos0 = seq.pos0;
-  const int head_dim = c.shape.head_dim;
-  const int64_t q_stride = static_cast<int64_t>(c.shape.n_head) * head_dim;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  const int hd = c.shape.head_dim;
   const int group = c.shape.n_head / c.shape.n_head_kv;
-  const int64_t rows = group * (t1 - t0);
-  // Rows go in tiles of 8 (QK^T) and 4 (PV); a lone row, decode without
-  // GQA, gets tiles of one instead of computing 7 rows of padding.
-  const bool lone = rows == 1;
-  const int qk_rows = lone ? 1 : L::kQkRows, pv_rows = lone ? 1 : L::kPvRows;
-  const int64_t padded = lone ? 1 : (rows + 7) / 8 * 8;
-  const int64_t hdp = (head_dim + N - 1) / N * N;
-  float* qs = scratch;             // [padded][hdp] queries, pre-scaled
-  float* o = qs + padded * hdp;    // [padded][hdp] unnormalized output
-  float* s = o + padded * hdp;     // [padded][N] scores, then probabilities
-  float* m = s + padded * N;       // [padded] running max
-  float* l = m + padded;           // [padded] running sum
-  float* kb = l + padded;          // [N][hdp] key block as f32 rows
-  float* kt = kb + N * hdp;        // [hdp][N] the same, transposed
-  float* vb = kt + hdp * N;        // [N][hdp] value block as f32 rows
-
-  std::memset(qs, 0, sizeof(float) * padded * hdp);
-  std::memset(o, 0, sizeof(float) * padded * hdp);
+  const int64_t hdp = (hd + N - 1) / N * N;
+  const int64_t q_stride = static_cast<int64_t>(c.shape.n_head) * hd;
+  const int64_t rows = int64_t{group} * (it.t1 - it.t0), padded = (rows + kQkRows - 1) / kQkRows * kQkRows;
+  float* qs = scratch;           // [padded][hdp] queries, pre-scaled
+  float* o = qs + padded * hdp;  // [padded][hdp] unnormalized output
+  float* s = o + padded * hdp;   // [padded][N] scores, then probabilities
+  float* m = s + padded * N;     // [padded] running max
+  float* l = m + padded;         // [padded] running sum
+  float* kb = l + padded;        // [N][hdp] key block as f32 rows
+  float* kt = kb + N * hdp;      // [hdp][N] the same, transposed
+  float* vb = kt + hdp * N;      // [N][hdp] value block
+  std::memset(qs, 0, sizeof(float) * 2 * padded * hdp + sizeof(float) * padded * N);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   for (int64_t i = 0; i < padded; ++i) {
     m[i] = -INFINITY;
     l[i] = 0;
   }
   for (int64_t i = 0; i < rows; ++i) {
-    const float* src = seq.q + (t0 + i / group) * q_stride + (static_cast<int64_t>(kv_head) * group + i % group) * head_dim;
-    for (int d = 0; d < head_dim; ++d) qs[i * hdp + d] = src[d] * scale;
+    const float* src = seq.q + (it.t0 + i / group) * q_stride + (int64_t{it.kv_head} * group + i % group) * hd;
+    for (int d = 0; d < hd; ++d) qs[i * hdp + d] = src[d] * scale;
   }
-
-  // A lone row over float rows reads the cache directly (lone_scores).
-  const bool direct = lone && c.layout.type != gguf::TensorType::Q8_0;
-  const bool f16 = c.layout.type == gguf::TensorType::F16;
-  const int64_t kv_end = pos0 + t1;
+  const int64_t kv_end = seq.pos0 + it.t1;
   for (int64_t j0 = 0; j0 < kv_end; j0 += N) {
     const int nk = kv_end - j0 >= N ? N : static_cast<int>(kv_end - j0);
-    // Rows before `first` (tokens earlier than j0) see no key of this block.
-    const int64_t first_token = j0 - pos0 - t0;
-    const int64_t first = first_token > 0 ? first_token * group : 0;
-    const int64_t tile0 = first / qk_rows * qk_rows;
-    if (direct) {
-      if (f16) lone_scores<VF, uint16_t>(c, seq, j0, nk, kv_head, qs, s);
-      else lone_scores<VF, float>(c, seq, j0, nk, kv_head, qs, s);
-    } else {
-      load_rows<VF>(c, c.k, seq, j0, nk, kv_head, kb, hdp);
-      if (nk < N) std::memset(kb + nk * hdp, 0, sizeof(float) * (N - nk) * hdp);
-      for (int64_t d = 0; d < hdp; d += N) VF::transpose(kb + d, hdp, kt + d * N, N);
-      for (int64_t i = tile0; i < padded; i += qk_rows) {
-        if (lone) qk_tile<VF, 1>(qs + i * hdp, hdp, kt, head_dim, s + i * N);
-        else qk_tile<VF, L::kQkRows>(qs + i * hdp, hdp, kt, head_dim, s + i * N);
-      }
-    }
-    for (int64_t i = tile0; i < padded; ++i) {
+    load_rows<VF>(c, c.k, seq, j0, nk, it.kv_head, kb, hdp);
+    for (int64_t d = 0; d < hdp; d += N) VF::transpose(kb + d, hdp, kt + d * N, N);
+    for (int64_t i = 0; i < padded; i += kQkRows) qk_rows<VF, kQkRows>(qs + i * hdp, hdp, kt, hd, s + i * N);
+    for (int64_t i = 0; i < padded; ++i) {
       float* si = s + i * N;
-      if (i < first || i >= rows) {
+      // Causal: keys up to the row's own position; padding rows see none.
+      const int64_t visible = i < rows ? std::min<int64_t>(nk, seq.pos0 + it.t0 + i / group - j0 + 1) : 0;
+      if (visible <= 0) {
         VF::zero().store(si);
         continue;
       }
-      const int64_t last_key = pos0 + t0 + i / group;  // causal: keys <= this position
-      const int visible = last_key - j0 + 1 >= nk ? nk : static_cast<int>(last_key - j0 + 1);
-      const VF sc = keep_first(VF::load(si), visible, -INFINITY);
-      const float block_max = sc.reduce_max();
-      const float mx = block_max > m[i] ? block_max : m[i];
-      const VF p = exp(sc - VF::set1(mx));
-      p.store(si);
-      if (mx > m[i]) {
-        const float corr = std::exp(m[i] - mx);  // 0 while m is -inf; rare afterwards
-        l[i] *= corr;
-        const VF rescale = VF::set1(corr);
-        for (int64_t d = 0; d < hdp; d += N) (VF::load(o + i * hdp + d) * rescale).store(o + i * hdp + d);
-        m[i] = mx;
-      }
-      l[i] += p.reduce_add();
+      row_softmax_step<VF>(si, static_cast<int>(visible), m[i], l[i], o + i * hdp, hdp);
     }
-    if (direct) {
-      if (f16) lone_pv<VF, uint16_t>(c, seq, j0, nk, kv_head, s, o);
-      else lone_pv<VF, float>(c, seq, j0, nk, kv_head, s, o);
-      continue;
-    }
-    load_rows<VF>(c, c.v, seq, j0, nk, kv_head, vb, hdp);
-    const int64_t pv0 = first / pv_rows * pv_rows;
-    for (int64_t i = pv0; i < padded; i += pv_rows) {
-      if (lone) pv_rows_tile<VF, 1>(o + i * hdp, hdp, s + i * N, vb, nk);
-      else pv_rows_tile<VF, L::kPvRows>(o + i * hdp, hdp, s + i * N, vb, nk);
+    load_rows<VF>(c, c.v, seq, j0, nk, it.kv_head, vb, hdp);
+    for (int64_t i = 0; i < padded; i += kPvRows) {
+      int64_t c0 = 0;
+      for (; c0 + kPvCols * N <= hdp; c0 += kPvCols * N)
+        pv_rows<VF, kPvRows, kPvCols>(o + i * hdp + c0, hdp, s + i * N, vb + c0, nk);
+      for (; c0 < hdp; c0 += N) pv_rows<VF, kPvRows, 1>(o + i * hdp + c0, hdp, s + i * N, vb + c0, nk);
     }
   }
-
   for (int64_t i = 0; i < rows; ++i) {
-    float* dst = seq.out + (t0 + i / group) * q_stride + (static_cast<int64_t>(kv_head) * group + i % group) * head_dim;
-    const float inv = 1.0f / l[i];
-    for (int d = 0; d < head_dim; ++d) dst[d] = o[i * hdp + d] * inv;
+    float* dst = seq.out + (it.t0 + i / group) * q_stride + (int64_t{it.kv_head} * group + i % group) * hd;
+    for (int d = 0; d < hd; ++d) dst[d] = o[i * hdp + d] / l[i];
   }
+}
+
+template <class VF>
+void item(const AttentionCall& c, const AttentionItem& it, float* scratch) {
+  const int64_t rows = int64_t{c.shape.n_head / c.shape.n_head_kv} * (it.t1 - it.t0);
+  if (rows >= VF::N) tile_item<VF>(c, it, scratch);
+  else if (rows > 1) narrow_item<VF>(c, it, scratch);
+  else if (c.layout.type == gguf::TensorType::F16) lone_item<VF, uint16_t>(c, it, scratch);
+  else lone_item<VF, float>(c, it, scratch);
 }
 
 template <class VF>

@@ -1,5 +1,6 @@
 #pragma once
 // Internal: the per-ISA attention worker behind attention.h.
+#include <algorithm>
 #include <cstdint>
 
 #include "kernels/attention.h"
@@ -29,11 +30,18 @@ namespace avx512 { extern const AttentionKernels kAttentionKernels; }
 const AttentionKernels& attention_kernels(Isa isa);
 
 // Scratch one work item needs: `rows` = query rows (group size x tokens).
+// With at least `lanes` rows, rows go by tiles of `lanes`, fewer go one by
+// one (attention_impl.h); a lone row needs less than either.
 inline int64_t attention_scratch_floats(int64_t rows, int head_dim, int lanes) {
-  const int64_t padded_rows = (rows + 7) / 8 * 8;
   const int64_t hdp = (head_dim + lanes - 1) / lanes * lanes;
-  // Q, O, scores, max, sum; K block, K transposed, V block.
-  return padded_rows * (2 * hdp + lanes + 2) + 3 * lanes * hdp;
+  // Per tile Q and O (transposed), max, sum, last key; a tile's probabilities.
+  const int64_t tiles = (rows + lanes - 1) / lanes;
+  const int64_t tiled = tiles * lanes * (2 * hdp + 3) + lanes * lanes;
+  // Per row (padded to 8) Q, O, scores, max, sum.
+  const int64_t narrow_rows = (std::min<int64_t>(rows, lanes) + 7) / 8 * 8;
+  const int64_t narrow = narrow_rows * (2 * hdp + lanes + 2);
+  // Then K block and its transpose, V block.
+  return std::max(tiled, narrow) + 3 * lanes * hdp;
 }
 
 }  // namespace llmserve::kernels

@@ -6,9 +6,10 @@
 //   for f32 and f16 bits (the n form reads n < N lanes, the rest 0);
 //   load(int8 p) (N values); store(p) / store(p, n) to f32 and to f16
 //   bits (round to nearest even); + - * /;
-//   fma(a, b, c) = a*b + c; max; keep_first(a, n, fill); reduce_add();
-//   reduce_max(); exp(x) (saturating to 0 and +inf); transpose(src, ss,
-//   dst, ds) of an N x N tile.
+//   fma(a, b, c) = a*b + c; max; keep_first(a, n, fill); select_ge(x, y,
+//   a, b) (lane by lane x >= y ? a : b); reduce_add(); reduce_max();
+//   exp(x) (saturating to 0 and +inf); transpose(src, ss, dst, ds) of an
+//   N x N tile.
 #include <cmath>
 #include <cstdint>
 
@@ -67,6 +68,10 @@ struct VF {
   friend VF max(VF a, VF b) { return map(a, b, [](float x, float y) { return x > y ? x : y; }); }
   friend VF keep_first(VF a, int n, float fill) {
     for (int i = n; i < N; ++i) a.v[i] = fill;
+    return a;
+  }
+  friend VF select_ge(VF x, VF y, VF a, VF b) {
+    for (int i = 0; i < N; ++i) a.v[i] = x.v[i] >= y.v[i] ? a.v[i] : b.v[i];
     return a;
   }
   float reduce_add() const {

@@ -284,7 +284,9 @@ void tile_item(const AttentionCall& c, const AttentionItem& it, float* scratch) 
   // tokens ascend along a tile's lanes. Padding lanes copy the last row's
   // position and see zero queries: finite, and never written out. A tile's
   // queries go through kb as rows, then transposed N x N at a time.
-  auto row_offset = [&](int64_t i) { return (it.t0 + i / group) * q_stride + (int64_t{it.kv_head} * group + i % group) * hd; };
+  auto row_offset = [&](int64_t i) {
+    return (it.t0 + i / group) * q_stride + (int64_t{it.kv_head} * group + i % group) * hd;
+  };
   const VF scale = VF::set1(1.0f / std::sqrt(static_cast<float>(hd)));
   std::memset(ot, 0, sizeof(float) * tiles * tile_floats);
   for (int64_t tile = 0; tile < tiles; ++tile) {

@@ -44,7 +44,9 @@ struct VF {
   friend VF keep_first(VF a, int n, float fill) {
     return {_mm256_blendv_ps(_mm256_set1_ps(fill), a.v, _mm256_castsi256_ps(mask(n)))};
   }
-  friend VF select_ge(VF x, VF y, VF a, VF b) { return {_mm256_blendv_ps(b.v, a.v, _mm256_cmp_ps(x.v, y.v, _CMP_GE_OQ))}; }
+  friend VF select_ge(VF x, VF y, VF a, VF b) {
+    return {_mm256_blendv_ps(b.v, a.v, _mm256_cmp_ps(x.v, y.v, _CMP_GE_OQ))};
+  }
 
   float reduce_add() const {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));

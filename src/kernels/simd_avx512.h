@@ -36,7 +36,9 @@ struct VF {
   // Lanes [0, n) of a, the rest `fill`.
   friend VF keep_first(VF a, int n, float fill) { return {_mm512_mask_blend_ps(mask(n), _mm512_set1_ps(fill), a.v)}; }
   // Lane by lane: x >= y ? a : b.
-  friend VF select_ge(VF x, VF y, VF a, VF b) { return {_mm512_mask_blend_ps(_mm512_cmp_ps_mask(x.v, y.v, _CMP_GE_OQ), b.v, a.v)}; }
+  friend VF select_ge(VF x, VF y, VF a, VF b) {
+    return {_mm512_mask_blend_ps(_mm512_cmp_ps_mask(x.v, y.v, _CMP_GE_OQ), b.v, a.v)};
+  }
 
   float reduce_add() const {
     __m512 s = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, 0x4e));

@@ -136,6 +136,13 @@ void dot_rows(const T* const* rows, const float* q, int hd, float* s) {
   for (int r = 0; r < R; ++r) s[r] = acc[r].reduce_add();
 }
 
+// Where an item's query row i starts in seq.q and seq.out: row i is query
+// head kv_head * group + i % group of token t0 + i / group.
+inline int64_t query_offset(const AttentionCall& c, const AttentionItem& it, int64_t i) {
+  const int group = c.shape.n_head / c.shape.n_head_kv, hd = c.shape.head_dim;
+  return (it.t0 + i / group) * int64_t{c.shape.n_head} * hd + (int64_t{it.kv_head} * group + i % group) * hd;
+}
+
 // Pointers to KV head `kv_head` of the n <= VF::N key rows at [pos, pos + n):
 // into the cache for f32 and f16 rows (T = float, uint16_t), into buf
 // ([n][hdp], converted) for Q8_0 rows (T = float).
@@ -200,8 +207,7 @@ void lone_item(const AttentionCall& c, const AttentionItem& it, float* scratch) 
   float* o = q + hdp;  // [hdp] unnormalized output
   float* s = o + hdp;  // [N] scores, then probabilities
   float* buf = s + N;  // [N][hdp] Q8_0 rows as f32
-  // One row: group 1, so query head kv_head, at position pos0 + t0.
-  const int64_t q_offset = it.t0 * int64_t{c.shape.n_head} * hd + int64_t{it.kv_head} * hd;
+  const int64_t q_offset = query_offset(c, it, 0);  // at position pos0 + t0
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   for (int64_t d = 0; d < hdp; ++d) {
     q[d] = d < hd ? seq.q[q_offset + d] * scale : 0.0f;
@@ -268,7 +274,6 @@ void tile_item(const AttentionCall& c, const AttentionItem& it, float* scratch) 
   const int hd = c.shape.head_dim;
   const int group = c.shape.n_head / c.shape.n_head_kv;
   const int64_t hdp = (hd + N - 1) / N * N;
-  const int64_t q_stride = static_cast<int64_t>(c.shape.n_head) * hd;
   const int64_t rows = int64_t{group} * (it.t1 - it.t0), tiles = (rows + N - 1) / N;
   const int64_t tile_floats = hdp * N;
   float* qt = scratch;                   // [tiles][hdp][N] queries, pre-scaled
@@ -280,13 +285,10 @@ void tile_item(const AttentionCall& c, const AttentionItem& it, float* scratch) 
   float* kb = pt + N * N;                // [N][hdp] key block as f32 rows
   float* kt = kb + N * hdp;              // [hdp][N] the same, transposed
   float* vb = kt + N * hdp;              // [N][hdp] value block
-  // Row i is query head kv_head * group + i % group of token t0 + i / group:
-  // tokens ascend along a tile's lanes. Padding lanes copy the last row's
-  // position and see zero queries: finite, and never written out. A tile's
-  // queries go through kb as rows, then transposed N x N at a time.
-  auto row_offset = [&](int64_t i) {
-    return (it.t0 + i / group) * q_stride + (int64_t{it.kv_head} * group + i % group) * hd;
-  };
+  // Tokens ascend along a tile's lanes (query_offset). Padding lanes copy
+  // the last row's position and see zero queries: finite, and never written
+  // out. A tile's queries go through kb as rows, then transposed N x N at a
+  // time.
   const VF scale = VF::set1(1.0f / std::sqrt(static_cast<float>(hd)));
   std::memset(ot, 0, sizeof(float) * tiles * tile_floats);
   for (int64_t tile = 0; tile < tiles; ++tile) {
@@ -295,8 +297,8 @@ void tile_item(const AttentionCall& c, const AttentionItem& it, float* scratch) 
       m[i] = -INFINITY;
       l[i] = 0;
       last[i] = static_cast<float>(seq.pos0 + it.t0 + std::min(i, rows - 1) / group);
-      for (int64_t d = 0; d < hdp; d += N)
-        (i < rows ? load_head<VF>(seq.q + row_offset(i), d, hd) * scale : VF::zero()).store(kb + r * hdp + d);
+      const float* q = i < rows ? seq.q + query_offset(c, it, i) : nullptr;
+      for (int64_t d = 0; d < hdp; d += N) (q ? load_head<VF>(q, d, hd) * scale : VF::zero()).store(kb + r * hdp + d);
     }
     for (int64_t d = 0; d < hdp; d += N) VF::transpose(kb + d, hdp, qt + tile * tile_floats + d * N, N);
   }
@@ -338,7 +340,7 @@ void tile_item(const AttentionCall& c, const AttentionItem& it, float* scratch) 
     for (int64_t d = 0; d < hdp; d += N) VF::transpose(ot + tile * tile_floats + d * N, N, kb + d, hdp);
     for (int r = 0; r < N && tile * N + r < rows; ++r) {
       const VF inv = VF::set1(1.0f / l[tile * N + r]);
-      float* dst = seq.out + row_offset(tile * N + r);
+      float* dst = seq.out + query_offset(c, it, tile * N + r);
       for (int64_t d = 0; d < hd; d += N) {
         const VF o = VF::load(kb + r * hdp + d) * inv;
         if (hd - d >= N) o.store(dst + d);
@@ -389,7 +391,6 @@ void narrow_item(const AttentionCall& c, const AttentionItem& it, float* scratch
   const int hd = c.shape.head_dim;
   const int group = c.shape.n_head / c.shape.n_head_kv;
   const int64_t hdp = (hd + N - 1) / N * N;
-  const int64_t q_stride = static_cast<int64_t>(c.shape.n_head) * hd;
   const int64_t rows = int64_t{group} * (it.t1 - it.t0), padded = (rows + kQkRows - 1) / kQkRows * kQkRows;
   float* qs = scratch;           // [padded][hdp] queries, pre-scaled
   float* o = qs + padded * hdp;  // [padded][hdp] unnormalized output
@@ -406,7 +407,7 @@ void narrow_item(const AttentionCall& c, const AttentionItem& it, float* scratch
     l[i] = 0;
   }
   for (int64_t i = 0; i < rows; ++i) {
-    const float* src = seq.q + (it.t0 + i / group) * q_stride + (int64_t{it.kv_head} * group + i % group) * hd;
+    const float* src = seq.q + query_offset(c, it, i);
     for (int d = 0; d < hd; ++d) qs[i * hdp + d] = src[d] * scale;
   }
   const int64_t kv_end = seq.pos0 + it.t1;
@@ -434,7 +435,7 @@ void narrow_item(const AttentionCall& c, const AttentionItem& it, float* scratch
     }
   }
   for (int64_t i = 0; i < rows; ++i) {
-    float* dst = seq.out + (it.t0 + i / group) * q_stride + (int64_t{it.kv_head} * group + i % group) * hd;
+    float* dst = seq.out + query_offset(c, it, i);
     for (int d = 0; d < hd; ++d) dst[d] = o[i * hdp + d] / l[i];
   }
 }

@@ -206,7 +206,9 @@ MatmulJob::MatmulJob(std::span<const MatmulTarget> targets, const float* x, int6
 }
 
 void MatmulJob::prepare_row(int64_t t) const {
-  if (acts_) kernels_->quantize(x_ + t * cols_, cols_, acts_ + t * (cols_ / kQBlock));
+  if (acts_)
+    kernels_->quantize(x_ + t * cols_, cols_, acts_ + act_index(t, 0, n_tokens_, cols_ / kQBlock),
+                       act_group_width(t, n_tokens_));
 }
 
 std::pair<const MatmulJob::Target*, int64_t> MatmulJob::locate(int64_t c) const {
@@ -249,7 +251,7 @@ void MatmulJob::run_chunk(int64_t c) const {
   const int64_t nb = cols_ / kQBlock;
   // Tokens per pass over the chunk: as many as fit kActivationBlockBytes.
   const int64_t token_bytes = std::max<int64_t>(acts_ ? nb * int64_t{sizeof(Q8Act)} : 0, cols_ * 4);
-  const int64_t token_block = std::max<int64_t>(16, kActivationBlockBytes / token_bytes / 16 * 16);
+  const int64_t token_block = std::max<int64_t>(kActGroup, kActivationBlockBytes / token_bytes / kActGroup * kActGroup);
 
   ChunkPanels panels{layout, has_own_panel_format(w.type) ? w.packed : nullptr, true, p0, p1 - p0};
   if (!panels.base) {  // unprepared: packed here, from the GGUF rows
@@ -291,8 +293,10 @@ void MatmulJob::run_chunk(int64_t c) const {
       const int64_t c0 = s * layout.slices.width;
       a.cols = layout.slices.cols(s, cols_);
       a.accumulate = s > 0;
-      a.x = quantized ? static_cast<const void*>(acts_ + t0 * nb + c0 / kQBlock)
-                      : static_cast<const void*>(x_ + t0 * cols_ + c0);
+      // t0 starts a group (token_block is a multiple of kActGroup), and
+      // the groups before it are full.
+      a.x = quantized ? static_cast<const void*>(acts_ + t0 * nb) : static_cast<const void*>(x_ + t0 * cols_ + c0);
+      a.x_block0 = c0 / kQBlock;
       a.panel = panels.base + panels.offset(s);
       a.panel_stride = panels.stride(s);
       kernel(a);

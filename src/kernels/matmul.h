@@ -7,6 +7,7 @@
 // an unprepared Matrix and packs each panel on the fly, which is correct but
 // costs several times more CPU per weight byte (fine for tests and one-off
 // calls, too slow for decode).
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
@@ -107,6 +108,25 @@ struct alignas(16) Q8Act {
   int8_t qs[kQBlock];
 };
 static_assert(sizeof(Q8Act) == 64);
+
+// Where a matmul's quantized activations sit: its n tokens in groups of
+// kActGroup, block-major within a group, so token t's block b is
+//   acts[act_index(t, b, n, nb)] = acts[(t / 16) 16 nb + b w + t % 16]
+// with w the width of t's group (16, or what is left for the last one)
+// and nb the blocks per token. A tile of a group's tokens then reads each
+// block's activations as one run (1 KiB for 16 tokens), at addresses one
+// pointer and constant offsets reach. Token after token, 4 KiB apart for
+// 2048 columns, a 16-token tile's lines of one block all fell into one L1
+// set of 12 ways, and its 16 pointers did not fit the registers. With
+// fewer than 16 tokens (decode: one) there is one group, and a token's
+// blocks are w apart.
+constexpr int64_t kActGroup = 16;
+inline int64_t act_group_width(int64_t t, int64_t n) {
+  return std::min(kActGroup, n - t / kActGroup * kActGroup);
+}
+inline int64_t act_index(int64_t t, int64_t b, int64_t n, int64_t nb) {
+  return t / kActGroup * kActGroup * nb + b * act_group_width(t, n) + t % kActGroup;
+}
 
 // A matmul call taken apart, for callers that run it on threads of their
 // own (a ThreadPool::run_team step): the same work, validation and results

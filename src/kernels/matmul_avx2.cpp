@@ -69,7 +69,7 @@ int hsum(__m256i v) {
   return _mm_cvtsi128_si32(s);
 }
 
-void quantize(const float* x, int64_t cols, Q8Act* out) {
+void quantize(const float* x, int64_t cols, Q8Act* out, int64_t out_stride) {
   const __m256 sign = _mm256_set1_ps(-0.0f);
   for (int64_t b = 0; b < cols / kQBlock; ++b, x += kQBlock) {
     __m256 v[4];
@@ -83,7 +83,7 @@ void quantize(const float* x, int64_t cols, Q8Act* out) {
     for (int i = 0; i < 4; ++i) q[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], vid));  // nearest even
     // The packs work per 128-bit lane; the permute restores element order.
     const __m256i bytes = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
-    Q8Act& a = out[b];
+    Q8Act& a = out[b * out_stride];
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(a.qs),
                         _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
     const int s0 = hsum(_mm256_add_epi32(q[0], q[1])), s1 = hsum(_mm256_add_epi32(q[2], q[3]));
@@ -206,9 +206,10 @@ __m256i dot_groups(const Block& k, int j0, const int8_t* xq) {
 template <class Format>
 void panel_quant(const PanelArgs& a) {
   const int64_t nb = a.cols / kQBlock;
-  const auto* acts = static_cast<const Q8Act*>(a.x);
+  static_assert(kTokenBlock == kActGroup, "a tile is one group of activations");
   for (int64_t t0 = 0; t0 < a.n_tokens; t0 += kTokenBlock) {
     const int nt = static_cast<int>(std::min<int64_t>(kTokenBlock, a.n_tokens - t0));
+    const ActRow acts = act_row(a, t0);
     __m256 acc[kTokenBlock][2];
     for (int t = 0; t < nt; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
     constexpr QuantLayout layout = Format::kLayout;
@@ -219,8 +220,8 @@ void panel_quant(const PanelArgs& a) {
       for (int half = 0; half < 2; ++half) {
         Block k;
         Format::load(a.panel, b, half, k);
-        const Q8Act* x = acts + t0 * a.x_stride + b;
-        for (int t = 0; t < nt; ++t, x += a.x_stride) {
+        const Q8Act* x = acts.x + b * acts.block_stride;
+        for (int t = 0; t < nt; ++t, ++x) {
           const __m256i lo = dot_groups<Format>(k, 0, x->qs), hi = dot_groups<Format>(k, 4, x->qs);
           __m256& out = acc[t][half];
           if constexpr (Format::kTwoScales) {

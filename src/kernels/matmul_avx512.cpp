@@ -26,9 +26,6 @@ namespace llmserve::kernels::avx512 {
 
 namespace {
 
-// Tokens per register tile: 2 x 8 accumulators, the 8 code vectors and
-// temporaries fit the 32 registers (16 tokens spill and run ~15% slower).
-constexpr int kTokenBlock = 8;
 
 __m512 load_f16x16(const uint8_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
 
@@ -68,7 +65,7 @@ void store(const PanelArgs& a, int64_t t, __m512 v, int64_t i = 0) {
   _mm512_mask_storeu_ps(y, mask, v);
 }
 
-void quantize(const float* x, int64_t cols, Q8Act* out) {
+void quantize(const float* x, int64_t cols, Q8Act* out, int64_t out_stride) {
   const __m512 sign = _mm512_set1_ps(-0.0f);
   for (int64_t b = 0; b < cols / kQBlock; ++b, x += kQBlock) {
     const __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
@@ -78,7 +75,7 @@ void quantize(const float* x, int64_t cols, Q8Act* out) {
     // Round to nearest even (MXCSR default), as the scalar kernel does.
     const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, vid));
     const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, vid));
-    Q8Act& a = out[b];
+    Q8Act& a = out[b * out_stride];
     _mm_storeu_si128(reinterpret_cast<__m128i*>(a.qs), _mm512_cvtepi32_epi8(q0));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(a.qs + 16), _mm512_cvtepi32_epi8(q1));
     const int s0 = _mm512_reduce_add_epi32(q0), s1 = _mm512_reduce_add_epi32(q1);
@@ -130,6 +127,7 @@ void unpack_nibbles(const uint8_t* p, __m512i* g) {
 struct Q8_0 {
   static constexpr const QuantLayout& kLayout = kQ8_0Layout;
   static constexpr bool kTwoScales = false, kFoldedOffset = true, kAlwaysPrefetch = false;
+  static constexpr int kTileTokens = 16;
   static constexpr int kHighShift = 0;
   static int32_t offset(const Q8Act& x) { return x.neg128_sum; }
   template <int T>
@@ -145,6 +143,7 @@ struct Q8_0 {
 struct Q4_0 {
   static constexpr const QuantLayout& kLayout = kQ4_0Layout;
   static constexpr bool kTwoScales = false, kFoldedOffset = true, kAlwaysPrefetch = false;
+  static constexpr int kTileTokens = 16;
   static constexpr int kHighShift = 4;
   static int32_t offset(const Q8Act& x) { return x.neg8_sum; }
   template <int T>
@@ -165,6 +164,7 @@ __m512 i8x16_to_ps(const uint8_t* p) {
 struct Q4_K {
   static constexpr const QuantLayout& kLayout = kQ4_KLayout;
   static constexpr bool kTwoScales = false, kFoldedOffset = false, kAlwaysPrefetch = true;
+  static constexpr int kTileTokens = 16;
   template <int T>
   static void load(const uint8_t* panel, int64_t b, Block& k) {
     const int64_t c = b % 8;
@@ -180,6 +180,7 @@ struct Q4_K {
 struct Q6_K {
   static constexpr const QuantLayout& kLayout = kQ6_KLayout;
   static constexpr bool kTwoScales = true, kFoldedOffset = true, kAlwaysPrefetch = true;
+  static constexpr int kTileTokens = 8;  // two chains per token
   static int32_t offset_lo(const Q8Act& x) { return x.neg32_sum_lo; }
   static int32_t offset_hi(const Q8Act& x) { return x.neg32_sum_hi; }
   template <int T>
@@ -260,7 +261,7 @@ void accumulate_block(const Block& k, const Q8Act* x, __m512& acc, __m512& off) 
 }
 
 // Adds one block's products with T tokens' activations (token t's at
-// x + t * xs) to acc and off. With several tokens, formats with one scale
+// x + t) to acc and off. With several tokens, formats with one scale
 // per block sum each token's integers in one chain through the 8 groups,
 // with the groups as the outer loop: consecutive vpdpbusd belong to
 // different tokens, so none waits for the one before it, and no second
@@ -271,68 +272,87 @@ void accumulate_block(const Block& k, const Q8Act* x, __m512& acc, __m512& off) 
 // after it are decode's (add_scaled): a token's result does not depend on
 // its batch. Q6_K sums each half in a chain of its own, token after token.
 template <class Format, int T>
-[[gnu::always_inline]] inline void accumulate_tokens(const Block& k, const Q8Act* x, int64_t xs, __m512* acc, __m512* off) {
+[[gnu::always_inline]] inline void accumulate_tokens(const Block& k, const Q8Act* x, __m512* acc, __m512* off) {
   if constexpr (T > 1 && Format::kTwoScales) {
     __m512i lo[T], hi[T];
     for (int t = 0; t < T; ++t) {
-      lo[t] = _mm512_set1_epi32(Format::offset_lo(x[t * xs]));
-      hi[t] = _mm512_set1_epi32(Format::offset_hi(x[t * xs]));
+      lo[t] = _mm512_set1_epi32(Format::offset_lo(x[t]));
+      hi[t] = _mm512_set1_epi32(Format::offset_hi(x[t]));
     }
     for (int j = 0; j < 4; ++j)
-      for (int t = 0; t < T; ++t) lo[t] = dot4(lo[t], k.g[j], x[t * xs].qs + 4 * j);
+      for (int t = 0; t < T; ++t) lo[t] = dot4(lo[t], k.g[j], x[t].qs + 4 * j);
     for (int j = 4; j < 8; ++j)
-      for (int t = 0; t < T; ++t) hi[t] = dot4(hi[t], k.g[j], x[t * xs].qs + 4 * j);
-    for (int t = 0; t < T; ++t) add_scaled_halves(lo[t], hi[t], k, x[t * xs], acc[t]);
+      for (int t = 0; t < T; ++t) hi[t] = dot4(hi[t], k.g[j], x[t].qs + 4 * j);
+    for (int t = 0; t < T; ++t) add_scaled_halves(lo[t], hi[t], k, x[t], acc[t]);
   } else if constexpr (T > 1) {
     __m512i sum[T];
     for (int t = 0; t < T; ++t) {
-      if constexpr (Format::kFoldedOffset) sum[t] = _mm512_set1_epi32(Format::offset(x[t * xs]));
+      if constexpr (Format::kFoldedOffset) sum[t] = _mm512_set1_epi32(Format::offset(x[t]));
       else sum[t] = _mm512_setzero_si512();
     }
     for (int j = 0; j < 8; ++j)
-      for (int t = 0; t < T; ++t) sum[t] = dot4(sum[t], k.g[j], x[t * xs].qs + 4 * j);
-    for (int t = 0; t < T; ++t) add_scaled<Format>(sum[t], k, x[t * xs], acc[t], off[t]);
+      for (int t = 0; t < T; ++t) sum[t] = dot4(sum[t], k.g[j], x[t].qs + 4 * j);
+    for (int t = 0; t < T; ++t) add_scaled<Format>(sum[t], k, x[t], acc[t], off[t]);
   } else {
-    for (int t = 0; t < T; ++t) accumulate_block<Format, T>(k, x + t * xs, acc[t], off[t]);
+    for (int t = 0; t < T; ++t) accumulate_block<Format, T>(k, x + t, acc[t], off[t]);
   }
 }
 
-// T tokens starting at t0, accumulated in registers. The offset terms
-// (M * dsum) get accumulators of their own, so a block adds one FMA latency
-// to a token's critical path instead of two (decode has only one token).
-// The panel is walked group by group, so a block's offsets within its group
-// are constants: index arithmetic in the loop cost decode 13% of its tokens/s.
+// T tokens starting at t0, all in one group of activations (act_row). The
+// int32 sums of a block live in registers; across blocks, one token's
+// float accumulators stay in registers, several tokens' in memory: loads
+// and stores have ports of their own, the vector ports are what prefill
+// is short of, and 16 tokens' sums plus a block's 8 code vectors fill the
+// registers. The offset terms (M * dsum) get accumulators of their own, so
+// a block adds one FMA latency to a token's critical path instead of two
+// (decode has only one token). The panel is walked group by group, so a
+// block's offsets within its group are constants: index arithmetic in the
+// loop cost decode 13% of its tokens/s.
 template <class Format, bool kPrefetch, int T>
 void quant_tile(const PanelArgs& a, int64_t t0) {
   constexpr QuantLayout layout = Format::kLayout;
   constexpr int64_t kGroupBlocks = layout.group_blocks;
   const int64_t nb = a.cols / kQBlock;
+  const ActRow acts = act_row(a, t0);
+  // A lone token is a group of its own (see panel_quant_impl): its blocks
+  // are adjacent.
+  const int64_t bs = T == 1 ? 1 : acts.block_stride;
   __m512 acc[T], off[T];
   for (int t = 0; t < T; ++t) acc[t] = off[t] = _mm512_setzero_ps();
   const uint8_t* group = a.panel;
-  const Q8Act* x = static_cast<const Q8Act*>(a.x) + t0 * a.x_stride;
-  for (int64_t b0 = 0; b0 < nb; b0 += kGroupBlocks, group += layout.group_bytes, x += kGroupBlocks)
+  const Q8Act* x = acts.x;
+  for (int64_t b0 = 0; b0 < nb; b0 += kGroupBlocks, group += layout.group_bytes, x += kGroupBlocks * bs)
     for (int64_t i = 0; i < kGroupBlocks && b0 + i < nb; ++i) {
       // Issued from inside the block loop: written before it, GCC 12 kept it
       // for the first group only.
       if ((kPrefetch || Format::kAlwaysPrefetch) && i == 0) prefetch<layout.group_bytes>(group);
+      if constexpr (T > 1) asm("" : "+m"(acc), "+m"(off));  // in memory (see above)
       Block k;
       Format::template load<T>(group, i, k);
-      accumulate_tokens<Format, T>(k, x + i, a.x_stride, acc, off);
+      accumulate_tokens<Format, T>(k, x + i * bs, acc, off);
     }
   for (int t = 0; t < T; ++t) store(a, t0 + t, _mm512_sub_ps(acc[t], off[t]));
 }
 
+// Each group of activations (kActGroup tokens) in tiles of as even a size
+// as Format::kTileTokens allows; a tile of one token only for a group of
+// one.
 template <class Format, bool kPrefetch, int... T>
 void panel_quant_impl(const PanelArgs& a, std::integer_sequence<int, T...>) {
   static constexpr void (*tiles[])(const PanelArgs&, int64_t) = {quant_tile<Format, kPrefetch, T + 1>...};
-  for (int64_t t0 = 0; t0 < a.n_tokens; t0 += kTokenBlock)
-    tiles[std::min<int64_t>(kTokenBlock, a.n_tokens - t0) - 1](a, t0);
+  for (int64_t g0 = 0; g0 < a.n_tokens; g0 += kActGroup) {
+    const int64_t w = act_group_width(g0, a.n_tokens), n_tiles = (w + Format::kTileTokens - 1) / Format::kTileTokens;
+    for (int64_t i = 0; i < n_tiles; ++i) {
+      const int64_t t0 = g0 + w * i / n_tiles, t1 = g0 + w * (i + 1) / n_tiles;
+      tiles[t1 - t0 - 1](a, t0);
+    }
+  }
 }
 
 template <class Format, bool kPrefetch>
 void panel_quant(const PanelArgs& a) {
-  panel_quant_impl<Format, kPrefetch>(a, std::make_integer_sequence<int, kTokenBlock>());
+  static_assert(Format::kTileTokens >= 2 && Format::kTileTokens <= kActGroup);
+  panel_quant_impl<Format, kPrefetch>(a, std::make_integer_sequence<int, Format::kTileTokens>());
 }
 
 struct F32 {

@@ -21,12 +21,12 @@ uint16_t load_u16(const uint8_t* p) {
 }
 float load_f16(const uint8_t* p) { return f16_to_f32(load_u16(p)); }
 
-void quantize(const float* x, int64_t cols, Q8Act* out) {
+void quantize(const float* x, int64_t cols, Q8Act* out, int64_t out_stride) {
   for (int64_t b = 0; b < cols / kQBlock; ++b, x += kQBlock) {
     float amax = 0;
     for (int i = 0; i < kQBlock; ++i) amax = std::max(amax, std::fabs(x[i]));
     const float id = amax > 0 ? 127.0f / amax : 0.0f;
-    Q8Act& a = out[b];
+    Q8Act& a = out[b * out_stride];
     a.d = amax / 127.0f;
     int sum[2] = {0, 0};
     for (int i = 0; i < kQBlock; ++i) {
@@ -123,15 +123,16 @@ void store(const PanelArgs& a, int64_t t, const float* v) {
 template <void (*Decode)(const uint8_t*, int64_t, Block&)>
 void panel_quant(const PanelArgs& a) {
   const int64_t nb = a.cols / kQBlock;
-  const auto* acts = static_cast<const Q8Act*>(a.x);
   Block k;
+  static_assert(kTokenBlock == kActGroup, "a tile is one group of activations");
   for (int64_t t0 = 0; t0 < a.n_tokens; t0 += kTokenBlock) {
     const int nt = static_cast<int>(std::min<int64_t>(kTokenBlock, a.n_tokens - t0));
+    const ActRow acts = act_row(a, t0);
     float acc[kTokenBlock][R] = {};
     for (int64_t b = 0; b < nb; ++b) {
       Decode(a.panel, b, k);
       for (int t = 0; t < nt; ++t) {
-        const Q8Act& x = acts[(t0 + t) * a.x_stride + b];
+        const Q8Act& x = acts.x[b * acts.block_stride + t];
         for (int r = 0; r < R; ++r) {
           int sum[2] = {0, 0};
           for (int c = 0; c < kQBlock; ++c) sum[c / 16] += k.code[r][c] * x.qs[c];

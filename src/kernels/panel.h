@@ -133,8 +133,13 @@ struct PanelArgs {
   size_t panel_stride;  // bytes from one panel of the run to the next
   int64_t n_panels;     // >= 1
   int64_t cols;
-  const void* x;       // token t's cols values (quantized formats: cols / 32 Q8Act blocks) at x + t * x_stride
-  int64_t x_stride;    // in floats, or in Q8Act blocks for the quantized formats
+  // Float formats: token t's cols values at x + t * x_stride (floats).
+  // Quantized: the call's Q8Act blocks as matmul.h lays them out (act_row
+  // says where), its first token starting a group of kActGroup; x_stride
+  // blocks per token, this column slice from block x_block0.
+  const void* x;
+  int64_t x_stride;
+  int64_t x_block0;
   int64_t n_tokens;
   float* y;            // y[t * y_stride + 16 i + r] for panel i, r < its rows
   int64_t y_stride;
@@ -161,6 +166,17 @@ inline PanelArgs one_panel(const PanelArgs& run, int64_t i) {
   return a;
 }
 
+// Token t's (of the call) activations for the call's slice: block b at
+// x[b * block_stride], and token t + i of t's group at x[i].
+struct ActRow {
+  const Q8Act* x;
+  int64_t block_stride;
+};
+inline ActRow act_row(const PanelArgs& a, int64_t t) {
+  return {static_cast<const Q8Act*>(a.x) + act_index(t, a.x_block0, a.n_tokens, a.x_stride),
+          act_group_width(t, a.n_tokens)};
+}
+
 // A run, one panel at a time, through a kernel written for one panel.
 template <PanelKernel kOnePanel>
 void each_panel(const PanelArgs& run) {
@@ -170,9 +186,10 @@ void each_panel(const PanelArgs& run) {
 }  // namespace
 
 struct MatmulKernels {
-  // Quantizes one row of `cols` floats (a multiple of 32) to Q8Act blocks.
-  // Every ISA rounds the same way, so results are bit-identical.
-  void (*quantize)(const float* x, int64_t cols, Q8Act* out);
+  // Quantizes one row of `cols` floats (a multiple of 32) to Q8Act blocks,
+  // block b at out[b * out_stride]. Every ISA rounds the same way, so
+  // results are bit-identical.
+  void (*quantize)(const float* x, int64_t cols, Q8Act* out, int64_t out_stride);
   // Writes the f32 panel (PanelFormat::f32's layout) of the same values as
   // an f16 or bf16 panel of `cols` columns, for matmuls of many tokens: the
   // f32 kernel then runs without a conversion per weight vector and token

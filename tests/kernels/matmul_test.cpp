@@ -68,7 +68,7 @@ std::vector<float> rounded_activations(const std::vector<float>& x, int64_t n_to
   std::vector<Q8Act> q(static_cast<size_t>(cols / kQBlock));
   std::vector<float> out(x.size());
   for (int64_t t = 0; t < n_tokens; ++t) {
-    matmul_kernels(Isa::scalar).quantize(x.data() + t * cols, cols, q.data());
+    matmul_kernels(Isa::scalar).quantize(x.data() + t * cols, cols, q.data(), 1);
     for (int64_t c = 0; c < cols; ++c) out[t * cols + c] = q[c / kQBlock].d * q[c / kQBlock].qs[c % kQBlock];
   }
   return out;
@@ -278,12 +278,18 @@ TEST(MatmulQuantize, EveryIsaRoundsIdentically) {
   auto x = llmserve::testing::random_floats(rng, cols, 3.0f);
   for (int i = 0; i < 32; ++i) x[64 + i] = 0.0f;  // an all-zero block
   x[5] = 1e-30f;                                   // tiny values next to large ones
-  std::vector<Q8Act> want(cols / 32), got(cols / 32);
-  matmul_kernels(Isa::scalar).quantize(x.data(), cols, want.data());
+  // Each ISA also writes with a block stride (the activations' groups,
+  // matmul.h), which must leave the blocks in between alone.
+  constexpr int64_t kStride = 3;
+  std::vector<Q8Act> want(cols / 32), got(cols / 32 * kStride);
+  matmul_kernels(Isa::scalar).quantize(x.data(), cols, want.data(), 1);
   for (Isa isa : llmserve::testing::runnable_isas()) {
-    matmul_kernels(isa).quantize(x.data(), cols, got.data());
+    std::memset(got.data(), 0x5a, got.size() * sizeof(Q8Act));
+    matmul_kernels(isa).quantize(x.data(), cols, got.data(), kStride);
     for (size_t b = 0; b < want.size(); ++b) {
-      EXPECT_EQ(0, std::memcmp(&want[b], &got[b], sizeof(Q8Act))) << isa_name(isa) << " block " << b;
+      EXPECT_EQ(0, std::memcmp(&want[b], &got[b * kStride], sizeof(Q8Act))) << isa_name(isa) << " block " << b;
+      const auto* gap = reinterpret_cast<const uint8_t*>(&got[b * kStride + 1]);
+      EXPECT_TRUE(std::all_of(gap, gap + 2 * sizeof(Q8Act), [](uint8_t v) { return v == 0x5a; })) << isa_name(isa);
     }
   }
 }

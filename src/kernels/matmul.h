@@ -8,6 +8,7 @@
 // costs several times more CPU per weight byte (fine for tests and one-off
 // calls, too slow for decode).
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
@@ -149,25 +150,31 @@ class MatmulJob {
       : MatmulJob(std::span<const MatmulTarget>(targets.begin(), targets.size()), x, n_tokens, acts) {}
 
   void prepare_row(int64_t t) const;  // quantizes token t's row of x (quantized weights only)
-  int64_t chunks() const { return n_chunks_; }
+  int64_t chunks() const { return n_runs_ * token_blocks_; }
   void run_chunk(int64_t c) const;
 
  private:
   struct Target {
     const Matrix* w;
     float* y;
-    int64_t first_chunk;
+    int64_t first_run;
   };
-  // The target chunk c belongs to, and the chunk's first panel.
-  std::pair<const Target*, int64_t> locate(int64_t c) const;
+  // The target run r belongs to, and the run's first panel.
+  std::pair<const Target*, int64_t> locate(int64_t r) const;
 
   Target targets_[kMaxTargets] = {};
   const MatmulKernels* kernels_ = nullptr;
   bool prefetch_ = false;  // which of kernels_->panel
   int n_targets_ = 0;
-  int64_t n_chunks_ = 0, chunk_panels_ = 0, cols_ = 0, n_tokens_ = 0;
+  // Chunk c is run c / token_blocks_ of chunk_panels_ panels times token
+  // block c % token_blocks_ of token_block_ tokens.
+  int64_t n_runs_ = 0, chunk_panels_ = 0, token_block_ = 0, token_blocks_ = 0, cols_ = 0, n_tokens_ = 0;
   const float* x_ = nullptr;
   Q8Act* acts_ = nullptr;  // null: no target is quantized
+  // Tells one job from another for the panels a thread packed or widened
+  // for its last chunk (run_chunk).
+  uint64_t serial_ = 0;
+  static std::atomic<uint64_t> next_serial_;
 };
 
 // The oracle: dequantize each row of `data` to f32, accumulate in double.

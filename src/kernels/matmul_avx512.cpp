@@ -8,7 +8,7 @@
 // integers instead (Q8Act::neg128_sum starts a dot-product chain): three
 // fewer float operations per block and token. Decode's arithmetic has to
 // hide behind the memory stream, and prefill's is the bottleneck.
-// A block's codes are unpacked once and reused for up to 8 tokens, which is
+// A block's codes are unpacked once and reused for up to 16 tokens, which is
 // what makes prefill and batched decode compute-bound instead of memory-bound.
 // Float: one FMA per column updates 16 rows of a token.
 //
@@ -25,7 +25,6 @@
 namespace llmserve::kernels::avx512 {
 
 namespace {
-
 
 __m512 load_f16x16(const uint8_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
 

@@ -4,7 +4,12 @@
 //                        over the streaming-read bandwidth measured at start.
 //                        Each iteration uses the next of many packed copies
 //                        (>= 512 MiB in all), so weights come from DRAM as in
-//                        decode, not from a warm cache.
+//                        decode, not from a warm cache, and is followed by an
+//                        untimed read of another copy's packed bytes:
+//                        "vs_read" = the median over iterations of the
+//                        kernel's rate over that read's, the yardstick
+//                        measured beside each run (the host's bandwidth moves
+//                        from one second to the next).
 //   matmul  (n tokens):  FLOP/s (2 per multiply-add).
 //   attention, ops, thread pool fork/join, read bandwidth, peak loops.
 //
@@ -110,24 +115,45 @@ Copies& copies(TensorType type, int64_t rows, int64_t cols, size_t min_total) {
 // min_total 512 MiB streams the weights from memory (decode) on every
 // thread. 0 reuses one copy on one thread: a small matrix then stays in L2,
 // and the rate is the decode kernel's arithmetic rate per core.
+// The streaming case also sets "vs_read" (see the top of this file): the
+// read's two passes (roofline.h) take the copies a third and two thirds of
+// the cycle away, so between two uses of a copy a whole cycle's bytes
+// (512 MiB, more than the Intel host's 300 MiB L3) pass by, for the kernel
+// and for the read alike.
 void matvec(benchmark::State& state, TensorType type, int64_t rows, int64_t cols, size_t min_total) {
   static ThreadPool one_thread(1);
-  ThreadPool& threads = min_total > 0 ? pool() : one_thread;
+  const bool streaming = min_total > 0;
+  ThreadPool& threads = streaming ? pool() : one_thread;
   Copies& c = copies(type, rows, cols, min_total);
   std::vector<float> x(cols), y(rows);
   std::mt19937 rng(1);
   std::normal_distribution<float> dist;
   for (auto& v : x) v = dist(rng);
+  const size_t n = c.views.size();
+  const size_t read_bytes = c.packed[0].size() / 256 * 256;  // whole read-loop steps
+  std::vector<double> vs_read;
   size_t i = 0;
   for (auto _ : state) {
+    const auto start = std::chrono::steady_clock::now();
     kernels::matmul(c.views[i], x.data(), 1, y.data(), threads);
-    if (++i == c.views.size()) i = 0;
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    state.SetIterationTime(s);
+    if (streaming && n >= 3) {
+      const double read_s = kernels::read_seconds(
+          threads, {c.packed[(i + n / 3) % n].data(), c.packed[(i + 2 * n / 3) % n].data()}, read_bytes);
+      vs_read.push_back((static_cast<double>(c.packed[i].size()) / s) / (static_cast<double>(read_bytes) / read_s));
+    }
+    if (++i == n) i = 0;
   }
   benchmark::DoNotOptimize(y.data());
   const double bytes = static_cast<double>(c.raw_bytes.size());
   state.SetBytesProcessed(static_cast<int64_t>(bytes * state.iterations()));
   state.counters["roofline"] = benchmark::Counter(bytes * state.iterations() / (read_bandwidth_gbs() * 1e9),
                                                   benchmark::Counter::kIsRate);
+  if (!vs_read.empty()) {
+    std::nth_element(vs_read.begin(), vs_read.begin() + vs_read.size() / 2, vs_read.end());
+    state.counters["vs_read"] = vs_read[vs_read.size() / 2];
+  }
 }
 
 void matmul(benchmark::State& state, TensorType type, int64_t rows, int64_t cols) {
@@ -152,7 +178,7 @@ void register_matmuls() {
       const std::string name = std::string(gguf::type_info(t)->name) + "/" + std::to_string(s[0]) + "x" +
                                std::to_string(s[1]);
       benchmark::RegisterBenchmark(("matvec/" + name).c_str(), matvec, t, s[0], s[1], size_t{512} << 20)
-          ->UseRealTime();
+          ->UseManualTime();
       if (s[0] != 32000)
         benchmark::RegisterBenchmark(("matmul/" + name).c_str(), matmul, t, s[0], s[1])
             ->UseRealTime()
@@ -163,7 +189,7 @@ void register_matmuls() {
   for (TensorType t : types)
     benchmark::RegisterBenchmark(("matvec_in_l2/" + std::string(gguf::type_info(t)->name) + "/256x2048").c_str(),
                                  matvec, t, 256, 2048, size_t{0})
-        ->UseRealTime();
+        ->UseManualTime();
 }
 
 // All the matvecs of one decode step of a llama-shaped model, in order (each

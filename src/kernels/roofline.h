@@ -4,6 +4,7 @@
 // (weight bytes per token), prefill by the integer / float dot-product rate.
 // Each uses all of the pool's threads and the active ISA (cpu.h), and
 // reports the best of several runs.
+#include <array>
 #include <cstddef>
 #include <cstdint>
 
@@ -26,6 +27,10 @@ namespace llmserve::kernels {
 // so a thread slowed by another tenant does not leave the rest unread while
 // the clock runs (a fixed split read up to 4x lower on this host).
 double read_seconds(ThreadPool& pool, const uint8_t* p, size_t bytes);
+// The same with each pass over a buffer of its own (both `bytes` long): a
+// buffer that fits in the last-level cache (300 MiB on the Intel host) is
+// still there for a second pass over it, which then reads from the cache.
+double read_seconds(ThreadPool& pool, std::array<const uint8_t*, 2> passes, size_t bytes);
 
 // read_seconds() of a `bytes` buffer of its own. Kept for repeated
 // measurements: allocating and touching 1 GiB costs far more than reading

@@ -5,11 +5,12 @@
 //                        Each iteration uses the next of many packed copies
 //                        (>= 512 MiB in all), so weights come from DRAM as in
 //                        decode, not from a warm cache, and is followed by an
-//                        untimed read of another copy's packed bytes:
+//                        untimed read of two other copies' packed bytes:
 //                        "vs_read" = the median over iterations of the
 //                        kernel's rate over that read's, the yardstick
 //                        measured beside each run (the host's bandwidth moves
-//                        from one second to the next).
+//                        from one second to the next). Matrices with fewer
+//                        than 3 copies (F32 32000x2048) go without.
 //   matmul  (n tokens):  FLOP/s (2 per multiply-add).
 //   attention, ops, thread pool fork/join, read bandwidth, peak loops.
 //

@@ -106,7 +106,7 @@ void run_single_bench(const BenchOptions& o) {
       const int n = std::min(kSegmentTokens, o.gen_tokens - done);
       const auto start = Clock::now();
       for (int i = 0; i < n; ++i) {
-        const auto logits = runner.eval({&next, 1});
+        const auto logits = runner.decode(next);
         next = static_cast<int32_t>(kernels::argmax(logits.data(), static_cast<int64_t>(logits.size())));
       }
       const double seconds = seconds_since(start);

@@ -63,7 +63,7 @@ void run_generate(GenerateOptions o) {
     std::fputs(decoder.push(next).c_str(), stdout);
     std::fflush(stdout);
     if (generated == o.n_predict || forward.position() >= n_ctx) break;
-    logits = forward.eval({&next, 1});
+    logits = forward.decode(next);
   }
   std::fputs(decoder.flush().c_str(), stdout);
   std::fputs("\n", stdout);

@@ -166,8 +166,11 @@ void Engine::step() {
   std::vector<model::SeqBatch>& batch = batch_;
   batch.clear();
   for (const ScheduledSeq& s : plan.seqs) {
+    // Prompt tokens are those below the prompt's length, also when a
+    // preempted sequence recomputes its generated ones (model::SeqBatch).
+    const int prompt_tokens = std::clamp(s.seq->num_prompt_tokens() - s.start, 0, s.num_tokens);
     batch.push_back({s.seq->all_tokens().subspan(s.start, s.num_tokens), s.start, s.seq->block_table,
-                     s.needs_logits ? model::Logits::Last : model::Logits::None});
+                     s.needs_logits ? model::Logits::Last : model::Logits::None, prompt_tokens});
     Live& live = *live_.at(s.seq->id());
     if (!live.was_scheduled) {
       live.was_scheduled = true;

@@ -1,6 +1,8 @@
 #include "kernels/cpu.h"
 
 #include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdint>
@@ -78,6 +80,31 @@ bool prefetch_from_env() {
   throw Error("LLMSERVE_PREFETCH=" + std::string(s) + ": expected 0 or 1");
 }
 
+// AMX-TILE, AMX-BF16 and AVX512-BF16, tile state in XCR0 (XTILECFG and
+// XTILEDATA, bits 17-18), and Linux's permission for this process to use
+// the 8 KiB of tile data (ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA).
+bool detect_amx_bf16() {
+  if (detected_isa() != Isa::avx512) return false;
+  const Regs l7 = cpuid(7, 0), l7_1 = cpuid(7, 1);
+  if (!bit(l7.d, 24) || !bit(l7.d, 22) || !bit(l7_1.a, 5)) return false;
+  if ((xgetbv0() & 0x60000) != 0x60000) return false;
+  constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+}
+
+bool amx_from_env() {
+  const char* env = std::getenv("LLMSERVE_AMX");
+  if (env == nullptr || *env == 0) return true;
+  const std::string_view s(env);
+  if (s == "0" || s == "1") return s == "1";
+  throw Error("LLMSERVE_AMX=" + std::string(s) + ": expected 0 or 1");
+}
+
+std::atomic<bool>& amx() {
+  static std::atomic<bool> on{amx_from_env() && amx_bf16_detected()};
+  return on;
+}
+
 std::atomic<bool>& prefetch() {
   static std::atomic<bool> on{prefetch_from_env()};
   return on;
@@ -115,5 +142,14 @@ Isa set_isa(Isa isa) {
 bool prefetch_weights() { return prefetch().load(std::memory_order_relaxed); }
 
 void set_prefetch_weights(bool on) { prefetch().store(on, std::memory_order_relaxed); }
+
+bool amx_bf16_detected() {
+  static const bool detected = detect_amx_bf16();
+  return detected;
+}
+
+bool use_amx_bf16() { return amx().load(std::memory_order_relaxed) && active_isa() == Isa::avx512; }
+
+void set_amx_bf16(bool on) { amx().store(on && amx_bf16_detected(), std::memory_order_relaxed); }
 
 }  // namespace llmserve::kernels

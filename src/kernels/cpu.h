@@ -44,4 +44,14 @@ bool prefetch_weights();
 // Forces the setting. Like set_isa(): call it between ops.
 void set_prefetch_weights(bool on);
 
+// Whether matmuls may run prompt tokens through AMX-BF16 tiles (matmul.h,
+// MatmulJob): the CPU has AMX-TILE, AMX-BF16 and AVX512-BF16, the OS saves
+// tile state and granted this process the tile data permission (Linux
+// arch_prctl), and the avx512 level is active. LLMSERVE_AMX=0 in the
+// environment at first use turns it off.
+bool amx_bf16_detected();
+bool use_amx_bf16();
+// Forces it on (where detected) or off. Like set_isa(): call it between ops.
+void set_amx_bf16(bool on);
+
 }  // namespace llmserve::kernels

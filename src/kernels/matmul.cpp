@@ -56,6 +56,12 @@ constexpr int64_t kActivationBlockBytes = 256 << 10;
 // bytes. tinyllama F16 prefill against not widening, alternated: 64 tokens
 // 0.89x, 128 tokens 1.05x, 512 tokens 1.16x.
 constexpr int64_t kWidenTokens = 128;
+// The bf16 path's chunks: runs of 4 panels, whose dequantized bf16 copy
+// (32 bytes per weight row and column: 720 KiB for 5632 columns) shares the
+// L2 with a block of bf16 tokens of about kActivationBlockBytes, a whole
+// number of 2-group tiles.
+constexpr int64_t kBf16ChunkPanels = 4;
+constexpr int64_t kBf16TileTokens = 32;
 
 }  // namespace
 
@@ -192,39 +198,55 @@ int64_t MatmulJob::acts_blocks(std::span<const MatmulTarget> targets, int64_t n_
 // and x1.17, 16 panels split x1.17.
 std::atomic<uint64_t> MatmulJob::next_serial_{1};
 
-MatmulJob::MatmulJob(std::span<const MatmulTarget> targets, const float* x, int64_t n_tokens, Q8Act* acts)
+MatmulJob::MatmulJob(std::span<const MatmulTarget> targets, const float* x, int64_t n_tokens, Q8Act* acts,
+                     int64_t n_bf16, uint16_t* bf16_acts)
     : n_tokens_(n_tokens), x_(x), serial_(next_serial_.fetch_add(1, std::memory_order_relaxed)) {
   if (targets.size() > static_cast<size_t>(kMaxTargets))
     throw Error("matmul: at most " + std::to_string(kMaxTargets) + " targets may share an input");
+  if (n_bf16 < 0 || n_bf16 > n_tokens) throw Error("matmul: bf16 tokens outside [0, n_tokens]");
   if (targets.empty() || n_tokens <= 0) return;
   kernels_ = &matmul_kernels(active_isa());
   prefetch_ = prefetch_weights();
   cols_ = targets[0].w->cols;
-  chunk_panels_ = chunk_panels(n_tokens);
-  bool any_quantized = false;
+  bool any_quantized = false, all_quantized = true;
   for (const MatmulTarget& t : targets) {
     check_shape(*t.w);
     if (t.w->cols != cols_) throw Error("matmul: targets sharing an input must have the same number of columns");
-    if (t.w->rows == 0) continue;
-    targets_[n_targets_++] = {t.w, t.y, n_runs_};
-    n_runs_ += (panel_count(t.w->rows) + chunk_panels_ - 1) / chunk_panels_;
-    any_quantized |= is_quantized(panel_format(t.w->type));
+    const bool quantized = is_quantized(panel_format(t.w->type));
+    any_quantized |= quantized;
+    all_quantized &= quantized;
   }
   if (any_quantized) {
     if (acts == nullptr) throw Error("matmul: quantized weights need an activation buffer");
     acts_ = acts;
   }
+  if (n_bf16 > 0 && all_quantized && use_amx_bf16() && kernels_->dequant_bf16) {
+    if (bf16_acts == nullptr) throw Error("matmul: bf16 tokens need a bf16 activation buffer");
+    n_bf16_ = n_bf16;
+    bf16_acts_ = bf16_acts;
+  }
+  chunk_panels_ = n_bf16_ > 0 ? kBf16ChunkPanels : chunk_panels(n_tokens);
+  for (const MatmulTarget& t : targets) {
+    if (t.w->rows == 0) continue;
+    targets_[n_targets_++] = {t.w, t.y, n_runs_};
+    n_runs_ += (panel_count(t.w->rows) + chunk_panels_ - 1) / chunk_panels_;
+  }
   // Tokens per chunk: as many as fit kActivationBlockBytes, whole groups
   // of activations (matmul.h).
+  const int64_t n_int8 = n_tokens_ - n_bf16_;
   const int64_t token_bytes = std::max<int64_t>(acts_ ? cols_ / kQBlock * int64_t{sizeof(Q8Act)} : 0, cols_ * 4);
   token_block_ = std::max<int64_t>(kActGroup, kActivationBlockBytes / token_bytes / kActGroup * kActGroup);
-  token_blocks_ = (n_tokens_ + token_block_ - 1) / token_block_;
+  token_blocks_ = (n_int8 + token_block_ - 1) / token_block_;
+  bf16_block_ = std::max(kBf16TileTokens, kActivationBlockBytes / (cols_ * 2) / kBf16TileTokens * kBf16TileTokens);
+  bf16_blocks_ = (n_bf16_ + bf16_block_ - 1) / bf16_block_;
 }
 
 void MatmulJob::prepare_row(int64_t t) const {
-  if (acts_)
-    kernels_->quantize(x_ + t * cols_, cols_, acts_ + act_index(t, 0, n_tokens_, cols_ / kQBlock),
-                       act_group_width(t, n_tokens_));
+  const int64_t nb = cols_ / kQBlock, n_int8 = n_tokens_ - n_bf16_;
+  if (t < n_bf16_) kernels_->row_to_bf16(x_ + t * cols_, cols_, bf16_acts_ + bf16_act_index(t, 0, nb));
+  else if (acts_)
+    kernels_->quantize(x_ + t * cols_, cols_, acts_ + act_index(t - n_bf16_, 0, n_int8, nb),
+                       act_group_width(t - n_bf16_, n_int8));
 }
 
 std::pair<const MatmulJob::Target*, int64_t> MatmulJob::locate(int64_t r) const {
@@ -259,8 +281,12 @@ uint8_t* chunk_scratch(std::vector<CacheLine>& buf, const ChunkPanels& c) {
 // Panels [p0, p1) of one target, all their column slices, times one block
 // of tokens.
 void MatmulJob::run_chunk(int64_t c) const {
-  const int64_t run = c / token_blocks_, t_begin = c % token_blocks_ * token_block_;
-  const int64_t t_end = std::min(n_tokens_, t_begin + token_block_);
+  const int64_t blocks_per_run = bf16_blocks_ + token_blocks_;
+  const int64_t run = c / blocks_per_run, block = c % blocks_per_run;
+  const bool bf16 = block < bf16_blocks_;
+  // Token indices of the job; the int8 tokens' activations count from n_bf16_.
+  const int64_t t_begin = bf16 ? block * bf16_block_ : n_bf16_ + (block - bf16_blocks_) * token_block_;
+  const int64_t t_end = std::min(bf16 ? n_bf16_ : n_tokens_, t_begin + (bf16 ? bf16_block_ : token_block_));
   const auto [t, p0] = locate(run);
   const Matrix& w = *t->w;
   const PanelFormat format = panel_format(w.type);
@@ -269,38 +295,52 @@ void MatmulJob::run_chunk(int64_t c) const {
   const bool quantized = is_quantized(format);
   const int64_t nb = cols_ / kQBlock;
 
-  // Panels packed or widened here go to the thread's scratch, once per run:
-  // the run's next chunks, which the thread most often takes next, find
-  // them there.
+  // Panels packed, widened or dequantized here go to the thread's scratch,
+  // once per run: the run's next chunks, which the thread most often takes
+  // next, find them there. `derived` holds the widened f32 panels of a
+  // float run or the bf16 panels of a quantized one.
   struct RunScratch {
-    uint64_t job = 0;
-    int64_t run = -1;
-    std::vector<CacheLine> packed, wide;
+    std::pair<uint64_t, int64_t> packed_for{0, -1}, derived_for{0, -1};  // (job, run)
+    std::vector<CacheLine> packed, derived;
   };
   thread_local RunScratch own;
-  const bool fresh = own.job != serial_ || own.run != run;
-  own.job = serial_;
-  own.run = run;
+  const std::pair<uint64_t, int64_t> key{serial_, run};
   ChunkPanels panels{layout, has_own_panel_format(w.type) ? w.packed : nullptr, true, p0, p1 - p0};
   if (!panels.base) {  // unprepared: packed here, from the GGUF rows
     panels.prepared = false;
     uint8_t* packed = chunk_scratch(own.packed, panels);
-    for (int64_t s = 0; fresh && s < layout.slices.count; ++s) {
+    for (int64_t s = 0; own.packed_for != key && s < layout.slices.count; ++s) {
       const Matrix slice = column_slice(w, layout.slices, s);
       for (int64_t q = p0; q < p1; ++q) pack_panel(slice, q, packed + panels.offset(s) + (q - p0) * panels.stride(s));
     }
+    own.packed_for = key;
     panels.base = packed;
+  }
+  const bool fresh = own.derived_for != key;
+  if (bf16) {
+    auto* out = reinterpret_cast<uint16_t*>(scratch(own.derived, panels.n * nb * kBf16TileValues * 2 / 64)->bytes);
+    for (int64_t s = 0; fresh && s < layout.slices.count; ++s)
+      for (int64_t i = 0; i < panels.n; ++i)
+        kernels_->dequant_bf16(format, panels.base + panels.offset(s) + i * panels.stride(s),
+                               layout.slices.cols(s, cols_),
+                               out + (i * nb + s * layout.slices.width / kQBlock) * kBf16TileValues);
+    own.derived_for = key;
+    amx::bf16_panels({out, panels.n, nb, bf16_acts_ + bf16_act_index(t_begin, 0, nb), t_end - t_begin,
+                      t->y + t_begin * w.rows + p0 * kPanelRows, w.rows,
+                      static_cast<int>(std::min<int64_t>(kPanelRows, w.rows - (p1 - 1) * kPanelRows))});
+    return;
   }
   // Many tokens over f16 / bf16 weights: widened to f32 once per run, for
   // the f32 kernel to reuse across all the tokens (see kWidenTokens).
   if (kernels_->widen && n_tokens_ >= kWidenTokens && (format == PanelFormat::f16 || format == PanelFormat::bf16)) {
     const ChunkPanels from = panels;
     panels = {PackedLayout(PanelFormat::f32, w.rows, cols_), nullptr, false, p0, p1 - p0};
-    uint8_t* wide = chunk_scratch(own.wide, panels);
+    uint8_t* wide = chunk_scratch(own.derived, panels);
     for (int64_t s = 0; fresh && s < layout.slices.count; ++s)
       for (int64_t i = 0; i < panels.n; ++i)
         kernels_->widen(format, from.base + from.offset(s) + i * from.stride(s), layout.slices.cols(s, cols_),
                         reinterpret_cast<float*>(wide + panels.offset(s) + i * panels.stride(s)));
+    own.derived_for = key;
     panels.base = wide;
   }
 
@@ -318,9 +358,9 @@ void MatmulJob::run_chunk(int64_t c) const {
     const int64_t c0 = s * layout.slices.width;
     a.cols = layout.slices.cols(s, cols_);
     a.accumulate = s > 0;
-    // t_begin starts a group (token_block_ is a multiple of kActGroup), and
-    // the groups before it are full.
-    a.x = quantized ? static_cast<const void*>(acts_ + t_begin * nb)
+    // t_begin starts a group of the int8 tokens (token_block_ is a multiple
+    // of kActGroup), and the groups before it are full.
+    a.x = quantized ? static_cast<const void*>(acts_ + (t_begin - n_bf16_) * nb)
                     : static_cast<const void*>(x_ + t_begin * cols_ + c0);
     a.x_block0 = c0 / kQBlock;
     a.panel = panels.base + panels.offset(s);
@@ -329,19 +369,23 @@ void MatmulJob::run_chunk(int64_t c) const {
   }
 }
 
-void matmul(std::span<const MatmulTarget> targets, const float* x, int64_t n_tokens, ThreadPool& pool) {
+void matmul(std::span<const MatmulTarget> targets, const float* x, int64_t n_tokens, ThreadPool& pool,
+            int64_t n_bf16) {
   if (targets.empty() || n_tokens <= 0) return;
   thread_local std::vector<Q8Act> acts_buf;  // the caller's: workers use it through the job
-  const MatmulJob job(targets, x, n_tokens, scratch(acts_buf, MatmulJob::acts_blocks(targets, n_tokens)));
+  thread_local std::vector<CacheLine> bf16_buf;
+  const size_t bf16_lines = n_bf16 > 0 ? bf16_acts_values(n_bf16, targets[0].w->cols) * 2 / 64 : 0;
+  const MatmulJob job(targets, x, n_tokens, scratch(acts_buf, MatmulJob::acts_blocks(targets, n_tokens)), n_bf16,
+                      reinterpret_cast<uint16_t*>(scratch(bf16_buf, bf16_lines)));
   if (job.chunks() == 0) return;
   if (n_tokens == 1) job.prepare_row(0);  // decode: not worth a fork/join
   else pool.parallel_for(n_tokens, [&](int64_t t) { job.prepare_row(t); });
   pool.parallel_for_shares(job.chunks(), [&](int64_t c) { job.run_chunk(c); });
 }
 
-void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
+void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool, int64_t n_bf16) {
   const MatmulTarget target{&w, y};
-  matmul(std::span<const MatmulTarget>(&target, 1), x, n_tokens, pool);
+  matmul(std::span<const MatmulTarget>(&target, 1), x, n_tokens, pool, n_bf16);
 }
 
 void matmul_reference(const Matrix& w, const float* x, int64_t n_tokens, float* y) {

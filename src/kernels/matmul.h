@@ -78,8 +78,9 @@ PackedWeights prepare_all(std::span<Matrix* const> ws, ThreadPool* pool = nullpt
 // sum_c |w_c| * (max |x| of c's 32-block) / 254, typically well under 1% of
 // sum_c |w_c x_c|. Float weights: f32 arithmetic. The pool's threads share
 // the rows in chunks of 16-row panels. x and y must not overlap. Throws
-// Error for an unsupported type.
-void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool);
+// Error for an unsupported type. The first n_bf16 tokens may take the bf16
+// path (see kBf16TileValues below).
+void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool, int64_t n_bf16 = 0);
 
 // Several matrices applied to the same input, e.g. the Q, K and V (or FFN
 // gate and up) projections: x is quantized once, and one fork/join covers
@@ -90,9 +91,11 @@ struct MatmulTarget {
   const Matrix* w;
   float* y;  // as for matmul(): y[t * w->rows + r]
 };
-void matmul(std::span<const MatmulTarget> targets, const float* x, int64_t n_tokens, ThreadPool& pool);
-inline void matmul(std::initializer_list<MatmulTarget> targets, const float* x, int64_t n_tokens, ThreadPool& pool) {
-  matmul(std::span<const MatmulTarget>(targets.begin(), targets.size()), x, n_tokens, pool);
+void matmul(std::span<const MatmulTarget> targets, const float* x, int64_t n_tokens, ThreadPool& pool,
+            int64_t n_bf16 = 0);
+inline void matmul(std::initializer_list<MatmulTarget> targets, const float* x, int64_t n_tokens, ThreadPool& pool,
+                   int64_t n_bf16 = 0) {
+  matmul(std::span<const MatmulTarget>(targets.begin(), targets.size()), x, n_tokens, pool, n_bf16);
 }
 
 // An activation block: 32 values x ~= d * qs, plus the sums the kernels need
@@ -129,6 +132,25 @@ inline int64_t act_index(int64_t t, int64_t b, int64_t n, int64_t nb) {
   return t / kActGroup * kActGroup * nb + b * act_group_width(t, n) + t % kActGroup;
 }
 
+// Prompt tokens on CPUs with AMX-BF16 (cpu.h: use_amx_bf16()): a job's
+// first n_bf16 tokens (MatmulJob) may go through AMX tiles instead, their
+// activations rounded to bf16 and each chunk's quantized panels
+// dequantized to bf16 once, the sums in f32. A 16x16 tile product does the
+// work of 128 vpdpbusd, and the per-block scales are applied once per
+// weight instead of once per block and token. The error is of the int8
+// path's size: both bf16 roundings are 2^-9 relative, within the bound
+// above. A token's result still depends only on the token and on which
+// path it took, never on the others in its batch; callers keep that path
+// a property of the token (the model runner: prompt tokens bf16, generated
+// tokens int8), so batched and alone give the same bits.
+// bf16 activations: 16 tokens x 32 values per tile, token t's block b at
+// bf16_acts[bf16_act_index(t, b, nb)..+32]; buffers hold whole groups.
+constexpr int64_t kBf16TileValues = 16 * kQBlock;
+inline int64_t bf16_act_index(int64_t t, int64_t b, int64_t nb) {
+  return (t / 16 * nb + b) * kBf16TileValues + t % 16 * kQBlock;
+}
+inline int64_t bf16_acts_values(int64_t n_tokens, int64_t cols) { return (n_tokens + 15) / 16 * 16 * cols; }
+
 // A matmul call taken apart, for callers that run it on threads of their
 // own (a ThreadPool::run_team step): the same work, validation and results
 // as matmul(), which is this run on the pool. First prepare_row(t) for every
@@ -145,13 +167,22 @@ class MatmulJob {
   // job picks its kernels here, so no worker thread meets that first). x and
   // acts (acts_blocks() blocks) stay the caller's; nothing is copied or
   // allocated.
-  MatmulJob(std::span<const MatmulTarget> targets, const float* x, int64_t n_tokens, Q8Act* acts);
-  MatmulJob(std::initializer_list<MatmulTarget> targets, const float* x, int64_t n_tokens, Q8Act* acts)
-      : MatmulJob(std::span<const MatmulTarget>(targets.begin(), targets.size()), x, n_tokens, acts) {}
+  // Tokens [0, n_bf16) go through AMX-BF16 tiles (see kBf16TileValues)
+  // where use_amx_bf16() and every target is quantized; bf16_acts then
+  // holds bf16_acts_values(n_bf16, cols) values, 64-byte aligned. Elsewhere
+  // they take the int8 path like the rest.
+  MatmulJob(std::span<const MatmulTarget> targets, const float* x, int64_t n_tokens, Q8Act* acts,
+            int64_t n_bf16 = 0, uint16_t* bf16_acts = nullptr);
+  MatmulJob(std::initializer_list<MatmulTarget> targets, const float* x, int64_t n_tokens, Q8Act* acts,
+            int64_t n_bf16 = 0, uint16_t* bf16_acts = nullptr)
+      : MatmulJob(std::span<const MatmulTarget>(targets.begin(), targets.size()), x, n_tokens, acts, n_bf16,
+                  bf16_acts) {}
 
-  void prepare_row(int64_t t) const;  // quantizes token t's row of x (quantized weights only)
-  int64_t chunks() const { return n_runs_ * token_blocks_; }
+  // Quantizes (or rounds to bf16) token t's row of x; nothing for float weights.
+  void prepare_row(int64_t t) const;
+  int64_t chunks() const { return n_runs_ * (bf16_blocks_ + token_blocks_); }
   void run_chunk(int64_t c) const;
+  bool uses_bf16() const { return n_bf16_ > 0; }
 
  private:
   struct Target {
@@ -166,11 +197,14 @@ class MatmulJob {
   const MatmulKernels* kernels_ = nullptr;
   bool prefetch_ = false;  // which of kernels_->panel
   int n_targets_ = 0;
-  // Chunk c is run c / token_blocks_ of chunk_panels_ panels times token
-  // block c % token_blocks_ of token_block_ tokens.
+  // Chunk c is run c / (bf16_blocks_ + token_blocks_) of chunk_panels_
+  // panels times one block of tokens: the bf16 tokens [0, n_bf16_) in
+  // blocks of bf16_block_, then the others in blocks of token_block_.
   int64_t n_runs_ = 0, chunk_panels_ = 0, token_block_ = 0, token_blocks_ = 0, cols_ = 0, n_tokens_ = 0;
+  int64_t n_bf16_ = 0, bf16_block_ = 0, bf16_blocks_ = 0;
   const float* x_ = nullptr;
-  Q8Act* acts_ = nullptr;  // null: no target is quantized
+  Q8Act* acts_ = nullptr;  // null: no target is quantized. The int8 tokens', from token n_bf16_ on
+  uint16_t* bf16_acts_ = nullptr;
   // Tells one job from another for the panels a thread packed or widened
   // for its last chunk (run_chunk).
   uint64_t serial_ = 0;

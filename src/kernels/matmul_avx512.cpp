@@ -18,6 +18,7 @@
 #include "kernels/immintrin_quiet.h"
 
 #include <algorithm>
+#include <array>
 #include <utility>
 
 #include "kernels/panel.h"
@@ -128,6 +129,7 @@ struct Q8_0 {
   static constexpr bool kTwoScales = false, kFoldedOffset = true, kAlwaysPrefetch = false;
   static constexpr int kTileTokens = 16;
   static constexpr int kHighShift = 0;
+  static constexpr float kCodeZero = 128;  // w = S * (code - kCodeZero)
   static int32_t offset(const Q8Act& x) { return x.neg128_sum; }
   template <int T>
   static void load(const uint8_t* panel, int64_t b, Block& k) {
@@ -144,6 +146,7 @@ struct Q4_0 {
   static constexpr bool kTwoScales = false, kFoldedOffset = true, kAlwaysPrefetch = false;
   static constexpr int kTileTokens = 16;
   static constexpr int kHighShift = 4;
+  static constexpr float kCodeZero = 8;
   static int32_t offset(const Q8Act& x) { return x.neg8_sum; }
   template <int T>
   static void load(const uint8_t* panel, int64_t b, Block& k) {
@@ -180,6 +183,7 @@ struct Q6_K {
   static constexpr const QuantLayout& kLayout = kQ6_KLayout;
   static constexpr bool kTwoScales = true, kFoldedOffset = true, kAlwaysPrefetch = true;
   static constexpr int kTileTokens = 8;  // two chains per token
+  static constexpr float kCodeZero = 32;
   static int32_t offset_lo(const Q8Act& x) { return x.neg32_sum_lo; }
   static int32_t offset_hi(const Q8Act& x) { return x.neg32_sum_hi; }
   template <int T>
@@ -450,6 +454,60 @@ void widen(PanelFormat from, const uint8_t* panel, int64_t cols, float* out) {
   else widen_panel<BF16>(panel, cols, out);
 }
 
+// The AMX-BF16 path's conversions (panel.h: MatmulKernels), compiled for
+// AVX512-BF16 on top of this file's flags and run only where the CPU has it.
+// vcvtne2ps2bf16 rounds to nearest even.
+[[gnu::target("avx512bf16")]] __m512i to_bf16(__m512 lo, __m512 hi) {
+  return reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo));  // lo's 16 values, then hi's
+}
+
+[[gnu::target("avx512bf16")]] void row_to_bf16(const float* x, int64_t cols, uint16_t* out) {
+  for (int64_t b = 0; b < cols / kQBlock; ++b, x += kQBlock)
+    _mm512_store_si512(out + b * kBf16TileValues, to_bf16(_mm512_loadu_ps(x), _mm512_loadu_ps(x + 16)));
+}
+
+// Block b's codes as load<> unpacks them for several tokens, each weight
+// S * code - M in f32 (exact for the folded formats: M = S * kCodeZero),
+// then rounded to bf16 in the B tile's pairs: code vector j holds columns
+// 4j..4j+3 of the 16 rows, so it gives tile rows 2j and 2j + 1.
+template <class Format>
+[[gnu::target("avx512bf16")]] void dequant_bf16_format(const uint8_t* panel, int64_t cols, uint16_t* out) {
+  alignas(64) static constexpr auto kPairs = [] {
+    std::array<uint16_t, 32> idx{};  // word 2r <- column a's row r, 2r + 1 <- column b's
+    for (int w = 0; w < 32; ++w) idx[w] = static_cast<uint16_t>(w % 2 * 16 + w / 2);
+    return idx;
+  }();
+  const __m512i pairs = _mm512_load_si512(kPairs.data()), byte = _mm512_set1_epi32(0xff);
+  for (int64_t b = 0; b < cols / kQBlock; ++b, out += kBf16TileValues) {
+    Block k;
+    Format::template load<kActGroup>(panel, b, k);
+    for (int j = 0; j < 8; ++j) {
+      const __m512 s = Format::kTwoScales && j >= 4 ? k.s_hi : k.s_lo;
+      __m512 m;
+      if constexpr (Format::kFoldedOffset) m = _mm512_mul_ps(s, _mm512_set1_ps(Format::kCodeZero));
+      else m = k.m_lo;
+      __m512 w[4];
+      for (int i = 0; i < 4; ++i) {
+        const __m512i code = _mm512_and_si512(_mm512_srli_epi32(k.g[j], 8 * i), byte);
+        w[i] = _mm512_fmsub_ps(_mm512_cvtepi32_ps(code), s, m);
+      }
+      for (int h = 0; h < 2; ++h)
+        _mm512_store_si512(out + (2 * j + h) * 32, _mm512_permutexvar_epi16(pairs, to_bf16(w[2 * h], w[2 * h + 1])));
+    }
+  }
+}
+
+[[gnu::target("avx512bf16")]] void dequant_bf16(PanelFormat format, const uint8_t* panel, int64_t cols,
+                                                 uint16_t* out) {
+  switch (format) {
+    case PanelFormat::q8_0: return dequant_bf16_format<Q8_0>(panel, cols, out);
+    case PanelFormat::q4_0: return dequant_bf16_format<Q4_0>(panel, cols, out);
+    case PanelFormat::q4_k: return dequant_bf16_format<Q4_K>(panel, cols, out);
+    case PanelFormat::q6_k: return dequant_bf16_format<Q6_K>(panel, cols, out);
+    default: break;  // float formats stay on their own kernels
+  }
+}
+
 template <bool kPrefetch>
 constexpr PanelKernels kPanels = {each_panel<panel_quant<Q8_0, kPrefetch>>, each_panel<panel_quant<Q4_0, kPrefetch>>,
                                   each_panel<panel_quant<Q4_K, kPrefetch>>, each_panel<panel_quant<Q6_K, kPrefetch>>,
@@ -458,6 +516,6 @@ constexpr PanelKernels kPanels = {each_panel<panel_quant<Q8_0, kPrefetch>>, each
 
 }  // namespace
 
-const MatmulKernels kMatmulKernels = {quantize, widen, {kPanels<false>, kPanels<true>}};
+const MatmulKernels kMatmulKernels = {quantize, widen, {kPanels<false>, kPanels<true>}, row_to_bf16, dequant_bf16};
 
 }  // namespace llmserve::kernels::avx512

@@ -198,7 +198,33 @@ struct MatmulKernels {
   // Per format: [0] as the ISA streams weights by default, [1] prefetching
   // them in software (cpu.h: prefetch_weights()). Same results either way.
   PanelKernels panel[2];
+  // The AMX-BF16 path (null where the ISA has none; run only where
+  // use_amx_bf16()): one token's row of `cols` floats rounded to bf16, block
+  // b's 32 values at out + b * kBf16TileValues; and one quantized panel
+  // slice of `cols` columns dequantized and rounded to bf16 as B tiles,
+  // block b's at out + b * kBf16TileValues (Bf16Panels).
+  void (*row_to_bf16)(const float* x, int64_t cols, uint16_t* out);
+  void (*dequant_bf16)(PanelFormat format, const uint8_t* panel, int64_t cols, uint16_t* out);
 };
+
+// A run of panels dequantized to bf16 times a block of bf16 tokens, for the
+// AMX tile kernel. Block b of panel i is one B tile at
+// w + (i * nb + b) * kBf16TileValues: row k (0..15) holds, for each of the
+// 16 weight rows r, the pair (w[r][32 b + 2k], w[r][32 b + 2k + 1]). The
+// tokens' activations are A tiles as matmul.h lays them out
+// (bf16_act_index). y[t * y_stride + 16 i + r] = the f32 sum over all
+// columns, in column order, the same for a token whatever tokens share its
+// tile (each tile row is a sum of its own).
+struct Bf16Panels {
+  const uint16_t* w;
+  int64_t n_panels, nb;
+  const uint16_t* x;  // the block's first group of 16 tokens
+  int64_t n_tokens;   // the block's; its groups are full but for the last
+  float* y;
+  int64_t y_stride;
+  int rows;           // valid rows of the last panel
+};
+namespace amx { void bf16_panels(const Bf16Panels& a); }
 
 namespace scalar { extern const MatmulKernels kMatmulKernels; }
 namespace avx2 { extern const MatmulKernels kMatmulKernels; }

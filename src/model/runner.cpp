@@ -47,6 +47,7 @@ ModelRunner::ModelRunner(const Model& model, KvCache& kv, ThreadPool& pool, int 
   out_.resize(b * hp.dim);
   const int64_t widest = std::max({hp.dim, hp.q_dim(), hp.ffn_dim});
   acts_.resize(b * static_cast<size_t>(widest / kernels::kQBlock));
+  bf16_acts_.resize(kernels::bf16_acts_values(max_tokens, widest) / 32);
   jobs_.resize(hp.n_layer);
 }
 
@@ -64,6 +65,9 @@ void ModelRunner::check(std::span<const SeqBatch> batch) const {
       if (b < 0 || b >= kv_.n_blocks()) throw Error("block id " + std::to_string(b) + " is outside the KV pool");
     for (int32_t t : s.tokens)
       if (t < 0 || t >= hp.n_vocab) throw Error("token id " + std::to_string(t) + " is outside the vocabulary");
+    if (s.prompt_tokens < 0 || static_cast<size_t>(s.prompt_tokens) > s.tokens.size())
+      throw Error("a sequence's prompt_tokens " + std::to_string(s.prompt_tokens) + " is outside 0.." +
+                  std::to_string(s.tokens.size()));
   }
   if (rows > static_cast<size_t>(max_tokens_))
     throw Error("the batch has " + std::to_string(rows) + " tokens, more than the runner's " +
@@ -77,21 +81,41 @@ std::span<float> ModelRunner::forward(std::span<const SeqBatch> batch) {
   const int dim = hp.dim, q_dim = hp.q_dim(), kv_dim = hp.kv_dim(), ffn = hp.ffn_dim;
   const int bs = kv_.block_size();
 
-  // Flatten the batch into rows; remember where each sequence's rows are.
-  int n = 0;
+  // Flatten the batch into rows, the prompt tokens of every sequence first
+  // (the matmuls' bf16 rows), then the generated ones; a sequence with both
+  // attends as two runs, the second seeing the first's KV, stored before
+  // attention runs. seq_rows_[i]: the row of the batch's i-th token.
+  int n = 0, n_prompt = 0;
   attn_seqs_.clear();
-  logit_rows_.clear();
-  for (const SeqBatch& s : batch) {
-    const int first = n;
-    for (size_t i = 0; i < s.tokens.size(); ++i, ++n) {
-      const int pos = s.pos0 + static_cast<int>(i);
-      tokens_[n] = s.tokens[i];
-      positions_[n] = pos;
-      slots_[n] = s.block_table[pos / bs] * bs + pos % bs;
-      if (s.logits == Logits::All || (s.logits == Logits::Last && i + 1 == s.tokens.size())) logit_rows_.push_back(n);
+  seq_rows_.clear();
+  for (const SeqBatch& s : batch) seq_rows_.resize(seq_rows_.size() + s.tokens.size());
+  for (int part = 0; part < 2; ++part) {
+    size_t token0 = 0;  // the sequence's first token in seq_rows_
+    for (const SeqBatch& s : batch) {
+      const int begin = part == 0 ? 0 : s.prompt_tokens;
+      const int end = part == 0 ? s.prompt_tokens : static_cast<int>(s.tokens.size());
+      if (begin < end) {
+        attn_seqs_.push_back({&q_[static_cast<size_t>(n) * q_dim], &att_[static_cast<size_t>(n) * q_dim], end - begin,
+                              s.pos0 + begin, s.block_table.data()});
+      }
+      for (int i = begin; i < end; ++i, ++n) {
+        const int pos = s.pos0 + i;
+        tokens_[n] = s.tokens[i];
+        positions_[n] = pos;
+        slots_[n] = s.block_table[pos / bs] * bs + pos % bs;
+        seq_rows_[token0 + i] = n;
+      }
+      token0 += s.tokens.size();
     }
-    attn_seqs_.push_back({&q_[static_cast<size_t>(first) * q_dim], &att_[static_cast<size_t>(first) * q_dim],
-                          static_cast<int>(s.tokens.size()), s.pos0, s.block_table.data()});
+    if (part == 0) n_prompt = n;
+  }
+  logit_rows_.clear();
+  size_t token0 = 0;
+  for (const SeqBatch& s : batch) {
+    for (size_t i = 0; i < s.tokens.size(); ++i)
+      if (s.logits == Logits::All || (s.logits == Logits::Last && i + 1 == s.tokens.size()))
+        logit_rows_.push_back(seq_rows_[token0 + i]);
+    token0 += s.tokens.size();
   }
 
   // Everything that can throw (shapes, plans) happens here, before the
@@ -99,12 +123,17 @@ std::span<float> ModelRunner::forward(std::span<const SeqBatch> batch) {
   const int n_out = static_cast<int>(logit_rows_.size());
   for (int l = 0; l < hp.n_layer; ++l) {
     const LayerWeights& lw = w.layers[l];
-    jobs_[l] = {kernels::MatmulJob({{&lw.wq, q_.data()}, {&lw.wk, k_.data()}, {&lw.wv, v_.data()}}, xn_.data(), n, acts_.data()),
-                kernels::MatmulJob({{&lw.wo, out_.data()}}, att_.data(), n, acts_.data()),
-                kernels::MatmulJob({{&lw.w_gate, gate_.data()}, {&lw.w_up, up_.data()}}, xn_.data(), n, acts_.data()),
-                kernels::MatmulJob({{&lw.w_down, out_.data()}}, gate_.data(), n, acts_.data())};
+    uint16_t* b16 = bf16_acts_.data()->v;
+    jobs_[l] = {kernels::MatmulJob({{&lw.wq, q_.data()}, {&lw.wk, k_.data()}, {&lw.wv, v_.data()}}, xn_.data(), n,
+                                   acts_.data(), n_prompt, b16),
+                kernels::MatmulJob({{&lw.wo, out_.data()}}, att_.data(), n, acts_.data(), n_prompt, b16),
+                kernels::MatmulJob({{&lw.w_gate, gate_.data()}, {&lw.w_up, up_.data()}}, xn_.data(), n, acts_.data(),
+                                   n_prompt, b16),
+                kernels::MatmulJob({{&lw.w_down, out_.data()}}, gate_.data(), n, acts_.data(), n_prompt, b16)};
   }
   logits_.resize(static_cast<size_t>(n_out) * hp.n_vocab);  // grows to its steady size once
+  // The output projection's rows are the wanted logits in batch order, few
+  // and of either kind: all take the int8 path.
   const kernels::MatmulJob output({{&w.output, logits_.data()}}, xn_.data(), n_out, acts_.data());
   attention_.plan({hp.n_head, hp.n_head_kv, hp.head_dim}, kv_.layout(), attn_seqs_.data(),
                   static_cast<int>(attn_seqs_.size()));
@@ -181,13 +210,23 @@ std::span<float> SequenceRunner::eval(std::span<const int32_t> tokens, Logits lo
     const int chunk = std::min(runner_.max_tokens(), n - done);
     const bool last = done + chunk == n;
     const SeqBatch s{tokens.subspan(done, chunk), pos_, block_table_,
-                     logits == Logits::All ? Logits::All : (last ? logits : Logits::None)};
+                     logits == Logits::All ? Logits::All : (last ? logits : Logits::None), chunk};
     out = runner_.forward({&s, 1});
     if (logits == Logits::All) all_logits_.insert(all_logits_.end(), out.begin(), out.end());
     pos_ += chunk;
     done += chunk;
   }
   return logits == Logits::All ? std::span<float>(all_logits_) : out;
+}
+
+std::span<float> SequenceRunner::decode(int32_t token) {
+  if (pos_ + 1 > n_ctx_)
+    throw Error("context full: " + std::to_string(pos_ + 1) + " positions needed, the context holds " +
+                std::to_string(n_ctx_));
+  const SeqBatch s{{&token, 1}, pos_, block_table_, Logits::Last, 0};
+  const auto out = runner_.forward({&s, 1});
+  ++pos_;
+  return out;
 }
 
 }  // namespace llmserve::model

@@ -27,6 +27,12 @@ struct SeqBatch {
   int pos0 = 0;
   std::span<const int32_t> block_table;  // must cover positions 0 .. pos0 + tokens.size() - 1
   Logits logits = Logits::Last;
+  // How many of `tokens`, from the front, are the request's prompt rather
+  // than tokens it generated. Prompt tokens may take the matmuls' bf16 path
+  // (kernels/matmul.h), generated ones always take the int8 path: the path
+  // is a property of the token, so a sequence gives the same bits in any
+  // batch and in any chunking of its prompt.
+  int prompt_tokens = 0;
 };
 
 class ModelRunner {
@@ -52,7 +58,7 @@ class ModelRunner {
   ThreadPool& pool_;
   int max_tokens_;
   // Per-row and scratch buffers, sized for max_tokens rows.
-  std::vector<int32_t> tokens_, positions_, slots_, logit_rows_;
+  std::vector<int32_t> tokens_, positions_, slots_, logit_rows_, seq_rows_;
   std::vector<kernels::AttentionSeq> attn_seqs_;
   std::vector<float> x_, xn_, q_, k_, v_, att_, gate_, up_, out_, logits_;
   // A step's plans, made before its threads start: the layers' matmuls
@@ -62,6 +68,10 @@ class ModelRunner {
   };
   std::vector<LayerJobs> jobs_;
   std::vector<kernels::Q8Act> acts_;
+  struct alignas(64) Bf16Line {
+    uint16_t v[32];
+  };
+  std::vector<Bf16Line> bf16_acts_;  // the prompt rows' (MatmulJob's n_bf16)
   kernels::AttentionJob attention_;
 };
 
@@ -72,9 +82,11 @@ class SequenceRunner {
   SequenceRunner(const Model& model, ThreadPool& pool, int n_ctx, gguf::TensorType kv_type = gguf::TensorType::F16,
                  int max_tokens = 256);
 
-  // Runs tokens at positions position() ..; returns the last token's logits
-  // (or, with Logits::All, every token's).
+  // Runs prompt tokens at positions position() ..; returns the last token's
+  // logits (or, with Logits::All, every token's).
   std::span<float> eval(std::span<const int32_t> tokens, Logits logits = Logits::Last);
+  // Runs one generated token (SeqBatch::prompt_tokens); returns its logits.
+  std::span<float> decode(int32_t token);
   int position() const { return pos_; }
   int n_ctx() const { return n_ctx_; }
   void reset() { pos_ = 0; }

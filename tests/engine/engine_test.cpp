@@ -74,7 +74,7 @@ std::vector<int32_t> alone(const model::Model& m, const tok::Tokenizer& tok, con
     const int32_t t = engine::argmax(logits);
     if (tok.is_end_of_generation(t)) break;
     out.push_back(t);
-    if (i + 1 < n) logits = runner.eval({&t, 1});
+    if (i + 1 < n) logits = runner.decode(t);
   }
   return out;
 }

@@ -52,7 +52,7 @@ void expect_fast_matches_reference(const model::Model& m, int n_prompt, int n_de
     EXPECT_LE(relative_error({&prompt_logits[i * vocab], vocab}, expect), tol) << "prompt position " << i;
   }
   for (int i = n_prompt; i < n_prompt + n_decode; ++i) {
-    const auto got = fast.eval({&tokens[i], 1});
+    const auto got = fast.decode(tokens[i]);
     EXPECT_LE(relative_error(got, ref.step(tokens[i])), tol) << "decode position " << i;
   }
 }

@@ -45,7 +45,7 @@ std::vector<int> greedy_from_bos(StepFn step, int bos, int steps, int stop) {
 auto fast_step(SequenceRunner& fwd) {
   return [&fwd](int t) {
     const int32_t tok = t;
-    const auto l = fwd.eval({&tok, 1});
+    const auto l = fwd.decode(tok);
     return std::vector<float>(l.begin(), l.end());
   };
 }
@@ -94,7 +94,7 @@ TEST(Stories260K, PromptThenGreedyContinuation) {
   for (size_t i = 0; i < pt["greedy_continuation_ids_64"].size(); ++i) {
     const int32_t t = argmax(logits);
     cont.push_back(t);
-    logits = fwd.eval({&t, 1});
+    logits = fwd.decode(t);
   }
   EXPECT_EQ(cont, pt["greedy_continuation_ids_64"].get<std::vector<int>>());
 }

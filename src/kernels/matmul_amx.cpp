@@ -1,0 +1,105 @@
+// AMX-BF16 tile kernel for prompt tokens (matmul.h, panel.h: Bf16Panels).
+// Each tdpbf16ps multiplies 16 tokens x 32 columns of bf16 activations (an
+// A tile) by 32 columns x 16 weight rows (a B tile) into 16 x 16 f32 sums
+// (a C tile), the work of 128 vpdpbusd. With 8 tile registers the kernel
+// holds 2 x 2 C tiles (two token groups by two panels) and loads one A or B
+// tile per product. The dequantized panels and the activations come from
+// L2: the chunk dequantized them a moment before (matmul.cpp).
+//
+// Compiled with -mamx-tile -mamx-bf16 on top of the AVX-512 flags and run
+// only where use_amx_bf16() (cpu.h) says the CPU and OS allow it.
+#include "kernels/immintrin_quiet.h"
+
+#include "kernels/panel.h"
+
+namespace llmserve::kernels::amx {
+
+namespace {
+
+// Palette 1, every tile 16 rows of 64 bytes.
+struct alignas(64) TileConfig {
+  uint8_t palette = 1, start_row = 0, reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+void configure_tiles() {
+  TileConfig cfg;
+  for (int i = 0; i < 8; ++i) {
+    cfg.rows[i] = 16;
+    cfg.colsb[i] = 64;
+  }
+  _tile_loadconfig(&cfg);
+}
+
+// A C tile, stored to c, to y: the token group's valid tokens, the panel's
+// valid rows.
+void write_c(const Bf16Panels& a, const float (*c)[16], int64_t group, int64_t panel) {
+  const int rows = panel + 1 == a.n_panels ? a.rows : kPanelRows;
+  const __mmask16 mask = static_cast<__mmask16>((1u << rows) - 1);
+  for (int64_t m = 0, t = group * 16; m < 16 && t < a.n_tokens; ++m, ++t)
+    _mm512_mask_storeu_ps(a.y + t * a.y_stride + panel * kPanelRows, mask, _mm512_load_ps(c[m]));
+}
+
+// Panels [p0, p0 + P) times token groups [g0, g0 + G), every column. Tile
+// numbers are immediates, hence the template: C tiles 0-3 (2g + p), A tiles
+// 4-5, B tiles 6-7.
+template <int P, int G>
+void tile_block(const Bf16Panels& a, int64_t p0, int64_t g0) {
+  const int64_t stride = a.nb * kBf16TileValues;  // one panel's or group's tiles
+  const uint16_t* w0 = a.w + p0 * stride;
+  const uint16_t* w1 = w0 + stride;
+  const uint16_t* x0 = a.x + g0 * stride;
+  const uint16_t* x1 = x0 + stride;
+  _tile_zero(0);
+  if constexpr (P == 2) _tile_zero(1);
+  if constexpr (G == 2) _tile_zero(2);
+  if constexpr (P == 2 && G == 2) _tile_zero(3);
+  for (int64_t b = 0; b < a.nb; ++b) {
+    const int64_t o = b * kBf16TileValues;
+    _tile_loadd(4, x0 + o, 64);
+    _tile_loadd(6, w0 + o, 64);
+    _tile_dpbf16ps(0, 4, 6);
+    if constexpr (P == 2) {
+      _tile_loadd(7, w1 + o, 64);
+      _tile_dpbf16ps(1, 4, 7);
+    }
+    if constexpr (G == 2) {
+      _tile_loadd(5, x1 + o, 64);
+      _tile_dpbf16ps(2, 5, 6);
+      if constexpr (P == 2) _tile_dpbf16ps(3, 5, 7);
+    }
+  }
+  alignas(64) float c[16][16];
+  _tile_stored(0, c, 64);
+  write_c(a, c, g0, p0);
+  if constexpr (P == 2) {
+    _tile_stored(1, c, 64);
+    write_c(a, c, g0, p0 + 1);
+  }
+  if constexpr (G == 2) {
+    _tile_stored(2, c, 64);
+    write_c(a, c, g0 + 1, p0);
+  }
+  if constexpr (P == 2 && G == 2) {
+    _tile_stored(3, c, 64);
+    write_c(a, c, g0 + 1, p0 + 1);
+  }
+}
+
+}  // namespace
+
+void bf16_panels(const Bf16Panels& a) {
+  configure_tiles();
+  const int64_t groups = (a.n_tokens + 15) / 16;
+  for (int64_t p0 = 0; p0 < a.n_panels; p0 += 2)
+    for (int64_t g0 = 0; g0 < groups; g0 += 2) {
+      const bool two_panels = p0 + 1 < a.n_panels, two_groups = g0 + 1 < groups;
+      if (two_panels && two_groups) tile_block<2, 2>(a, p0, g0);
+      else if (two_panels) tile_block<2, 1>(a, p0, g0);
+      else if (two_groups) tile_block<1, 2>(a, p0, g0);
+      else tile_block<1, 1>(a, p0, g0);
+    }
+}
+
+}  // namespace llmserve::kernels::amx

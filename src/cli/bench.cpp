@@ -63,7 +63,13 @@ void run_single_bench(const BenchOptions& o) {
   MachineCeilings c;
   c.peak_int8_gops = kernels::measure_peak_int8_gops(pool);
   c.peak_f32_gflops = kernels::measure_peak_f32_gflops(pool);
-  const double peak = is_float_type(wtype) ? c.peak_f32_gflops : c.peak_int8_gops;
+  c.peak_bf16_gflops = kernels::measure_peak_bf16_gflops(pool);
+  // Prefill against the units it runs on: f32 FMAs for float weights; for
+  // quantized ones AMX-BF16 tiles where the prompt tokens use them
+  // (kernels/matmul.h), vpdpbusd otherwise.
+  const bool amx_prefill = !is_float_type(wtype) && c.peak_bf16_gflops > 0;
+  const double peak = is_float_type(wtype) ? c.peak_f32_gflops : amx_prefill ? c.peak_bf16_gflops : c.peak_int8_gops;
+  const char* peak_name = is_float_type(wtype) ? "f32" : amx_prefill ? "amx-bf16" : "int8";
 
   std::mt19937 rng(1);
   std::vector<int32_t> context(o.depth), prompt(o.prompt_tokens);
@@ -130,11 +136,11 @@ void run_single_bench(const BenchOptions& o) {
         "{\"model\":\"%s\",\"type\":\"%s\",\"threads\":%d,\"pp\":%d,\"tg\":%d,\"depth\":%d,\"reps\":%d,"
         "\"pp_tps\":%.2f,\"pp_tps_min\":%.2f,\"tg_tps\":%.3f,\"tg_tps_min\":%.3f,\"bytes_per_token\":%llu,"
         "\"read_bw_gbs\":%.3f,\"roofline_frac\":%.4f,\"pp_gflops\":%.2f,\"peak_int8_gops\":%.1f,"
-        "\"peak_f32_gflops\":%.1f,\"pp_compute_frac\":%.4f}\n",
+        "\"peak_f32_gflops\":%.1f,\"peak_bf16_gflops\":%.1f,\"pp_peak\":\"%s\",\"pp_compute_frac\":%.4f}\n",
         model->file().path().c_str(), type_name.c_str(), threads, o.prompt_tokens, o.gen_tokens, o.depth, o.reps,
         pp_med, *std::min_element(pp.begin(), pp.end()), tg_med, *std::min_element(tg.begin(), tg.end()),
         static_cast<unsigned long long>(fp.bytes), bw_med, roofline, pp_gflops, c.peak_int8_gops, c.peak_f32_gflops,
-        pp_gflops / peak);
+        c.peak_bf16_gflops, peak_name, pp_gflops / peak);
     return;
   }
   const std::string at = o.depth > 0 ? " @ d" + std::to_string(o.depth) : "";
@@ -142,7 +148,7 @@ void run_single_bench(const BenchOptions& o) {
               threads, o.reps);
   std::printf("  prefill pp%-5d%s %10.1f tokens/s (min %.1f)  %8.1f GFLOP/s = %.3f of peak %s %.1f\n",
               o.prompt_tokens, at.c_str(), pp_med, *std::min_element(pp.begin(), pp.end()), pp_gflops, pp_gflops / peak,
-              is_float_type(wtype) ? "f32" : "int8", peak);
+              peak_name, peak);
   std::printf("  decode  tg%-5d%s %10.2f tokens/s (min %.2f)\n", o.gen_tokens, at.c_str(), tg_med,
               *std::min_element(tg.begin(), tg.end()));
   std::printf("  weight bytes per token %.1f MB, read bandwidth %.2f GB/s -> decode roofline %.2f tokens/s\n",

@@ -25,6 +25,7 @@ struct MachineCeilings {
   double read_bw_gbs = 0;      // streaming read, GB/s
   double peak_int8_gops = 0;
   double peak_f32_gflops = 0;
+  double peak_bf16_gflops = 0;  // AMX-BF16 tiles, 0 where prompt tokens do not use them
 };
 
 // The streaming-read probe's buffer: well beyond any cache.

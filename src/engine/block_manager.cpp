@@ -122,7 +122,12 @@ std::optional<BlockCopy> BlockManager::append_slot(Sequence& seq) {
 
 void BlockManager::register_full_blocks(const Sequence& seq) {
   const auto& table = seq.block_table;
-  const size_t full = static_cast<size_t>(seq.num_computed_tokens / block_size_);
+  // Prompt tokens only: generated tokens' KV comes from the matmuls' int8
+  // path, while a later prompt holding the same tokens computes them on the
+  // prompt path (model::SeqBatch::prompt_tokens), so a hit there would change
+  // that request's bits.
+  const size_t full =
+      static_cast<size_t>(std::min(seq.num_computed_tokens, seq.num_prompt_tokens()) / block_size_);
   if (full > table.size()) fail("sequence " + std::to_string(seq.id()) + " computed more tokens than its blocks hold");
   // Registered blocks form a prefix of the table: step back to its end.
   size_t i = full;

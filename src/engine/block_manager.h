@@ -55,7 +55,8 @@ class BlockManager {
   bool can_append(const Sequence& seq) const;
   std::optional<BlockCopy> append_slot(Sequence& seq);
 
-  // After a step: makes seq's newly full blocks (per num_computed_tokens) findable.
+  // After a step: makes seq's newly full blocks of prompt tokens (per
+  // num_computed_tokens) findable.
   void register_full_blocks(const Sequence& seq);
 
   // child (holding no blocks) shares all of parent's blocks.

@@ -102,4 +102,25 @@ void bf16_panels(const Bf16Panels& a) {
     }
 }
 
+uint64_t peak_loop(int64_t iters) {
+  configure_tiles();
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  _tile_zero(4);
+  _tile_zero(5);
+  _tile_zero(6);
+  _tile_zero(7);
+  for (int64_t i = 0; i < iters; ++i) {
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  }
+  alignas(64) float c[16][16];
+  _tile_stored(0, c, 64);
+  return static_cast<uint64_t>(c[0][0]);
+}
+
 }  // namespace llmserve::kernels::amx

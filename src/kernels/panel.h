@@ -224,7 +224,12 @@ struct Bf16Panels {
   int64_t y_stride;
   int rows;           // valid rows of the last panel
 };
-namespace amx { void bf16_panels(const Bf16Panels& a); }
+namespace amx {
+void bf16_panels(const Bf16Panels& a);
+// Register-only: `iters` x 4 tdpbf16ps on tiles of zeros (roofline.h).
+uint64_t peak_loop(int64_t iters);
+constexpr double kPeakFlopsPerIter = 4.0 * 16 * 16 * 32 * 2;
+}  // namespace amx
 
 namespace scalar { extern const MatmulKernels kMatmulKernels; }
 namespace avx2 { extern const MatmulKernels kMatmulKernels; }

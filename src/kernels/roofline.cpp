@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "kernels/large_alloc.h"
+#include "kernels/panel.h"
 #include "kernels/roofline_isa.h"
 
 namespace llmserve::kernels {
@@ -105,6 +106,13 @@ double measure_peak_f32_gflops(ThreadPool& pool) {
   const int64_t iters = active_isa() == Isa::scalar ? kComputeIters * 4 : kComputeIters / 8;
   const double s = best_seconds(pool, 3, [&](int, int) { return k.f32_loop(iters); });
   return static_cast<double>(iters) * k.f32_ops_per_iter * pool.size() / s / 1e9;
+}
+
+double measure_peak_bf16_gflops(ThreadPool& pool) {
+  if (!use_amx_bf16()) return 0;
+  const int64_t iters = kComputeIters / 64;
+  const double s = best_seconds(pool, 3, [&](int, int) { return amx::peak_loop(iters); });
+  return static_cast<double>(iters) * amx::kPeakFlopsPerIter * pool.size() / s / 1e9;
 }
 
 }  // namespace llmserve::kernels

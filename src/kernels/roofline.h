@@ -61,4 +61,8 @@ double measure_peak_int8_gops(ThreadPool& pool);
 // Register-only FMA loops: 1e9 f32 ops/s (an FMA counts as 2).
 double measure_peak_f32_gflops(ThreadPool& pool);
 
+// Register-only tdpbf16ps loops, the prompt tokens' AMX-BF16 path (cpu.h):
+// 1e9 ops/s (a multiply-add counts as 2); 0 where use_amx_bf16() is false.
+double measure_peak_bf16_gflops(ThreadPool& pool);
+
 }  // namespace llmserve::kernels

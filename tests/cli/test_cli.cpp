@@ -149,6 +149,7 @@ TEST(Cli, BenchJsonReportsTheRooflineFields) {
   ASSERT_EQ(r.exit_code, 0) << r.out;
   for (const char* field : {"\"pp_tps\":", "\"tg_tps\":", "\"bytes_per_token\":", "\"read_bw_gbs\":",
                             "\"roofline_frac\":", "\"pp_gflops\":", "\"peak_int8_gops\":", "\"peak_f32_gflops\":",
+                            "\"peak_bf16_gflops\":", "\"pp_peak\":",
                             "\"pp_compute_frac\":", "\"type\":\"q8_0\"", "\"threads\":2", "\"depth\":4"})
     EXPECT_NE(r.out.find(field), std::string::npos) << field << " missing in " << r.out;
   const Result too_deep = run("bench -m " + model + " -p 8 -n 4 -d 100000 --reps 1");

@@ -120,7 +120,9 @@ TEST(BlockManager, FindsOnlyBlocksWhoseKvIsComputed) {
   expect_all_free(bm);
 }
 
-TEST(BlockManager, RegistersBlocksFilledByDecoding) {
+// A block that decoding fills holds generated tokens, whose KV came from
+// the int8 path (register_full_blocks): it is not offered to later prompts.
+TEST(BlockManager, RegistersOnlyPromptBlocks) {
   BlockManager bm(16, 4);
   Sequence a = make(1, iota(0, 3));
   bm.allocate(a);
@@ -130,7 +132,12 @@ TEST(BlockManager, RegistersBlocksFilledByDecoding) {
   EXPECT_EQ(bm.append_slot(a), std::nullopt);
   EXPECT_EQ(bm.cached_prefix_tokens(make(2, iota(0, 5))), 0);
   compute_all(bm, a);
-  EXPECT_EQ(bm.cached_prefix_tokens(make(2, iota(0, 5))), 4);
+  EXPECT_EQ(bm.cached_prefix_tokens(make(2, iota(0, 5))), 0);
+  Sequence b = make(3, iota(0, 5));  // the same 4 tokens as a prompt
+  bm.allocate(b);
+  compute_all(bm, b);
+  EXPECT_EQ(bm.cached_prefix_tokens(make(4, iota(0, 5))), 4);
+  bm.free(b);
   a.append(4);
   ASSERT_TRUE(bm.can_append(a));
   EXPECT_EQ(bm.append_slot(a), std::nullopt);

@@ -11,7 +11,9 @@
 //                        measured beside each run (the host's bandwidth moves
 //                        from one second to the next). Matrices with fewer
 //                        than 3 copies (F32 32000x2048) go without.
-//   matmul  (n tokens):  FLOP/s (2 per multiply-add).
+//   matmul  (n tokens):  FLOP/s (2 per multiply-add). matmul_bf16: the
+//                        same tokens as prompt tokens, on AMX-BF16 tiles
+//                        (quantized types, where the CPU has them).
 //   attention, ops, thread pool fork/join, read bandwidth, peak loops.
 //
 // Threads: LLMSERVE_THREADS (default: physical cores). ISA: LLMSERVE_ISA.
@@ -157,14 +159,15 @@ void matvec(benchmark::State& state, TensorType type, int64_t rows, int64_t cols
   }
 }
 
-void matmul(benchmark::State& state, TensorType type, int64_t rows, int64_t cols) {
+// bf16: the tokens as prompt tokens, through AMX-BF16 tiles (matmul.h).
+void matmul(benchmark::State& state, TensorType type, int64_t rows, int64_t cols, bool bf16) {
   const int64_t n_tokens = state.range(0);
   Copies& c = copies(type, rows, cols, 0);
   std::vector<float> x(n_tokens * cols), y(n_tokens * rows);
   std::mt19937 rng(1);
   std::normal_distribution<float> dist;
   for (auto& v : x) v = dist(rng);
-  for (auto _ : state) kernels::matmul(c.views[0], x.data(), n_tokens, y.data(), pool());
+  for (auto _ : state) kernels::matmul(c.views[0], x.data(), n_tokens, y.data(), pool(), bf16 ? n_tokens : 0);
   benchmark::DoNotOptimize(y.data());
   state.counters["FLOP/s"] = benchmark::Counter(2.0 * rows * cols * n_tokens * state.iterations(),
                                                 benchmark::Counter::kIsRate);
@@ -181,9 +184,14 @@ void register_matmuls() {
       benchmark::RegisterBenchmark(("matvec/" + name).c_str(), matvec, t, s[0], s[1], size_t{512} << 20)
           ->UseManualTime();
       if (s[0] != 32000)
-        benchmark::RegisterBenchmark(("matmul/" + name).c_str(), matmul, t, s[0], s[1])
+        benchmark::RegisterBenchmark(("matmul/" + name).c_str(), matmul, t, s[0], s[1], false)
             ->UseRealTime()
             ->Arg(8)
+            ->Arg(64)
+            ->Arg(512);
+      if (s[0] != 32000 && kernels::amx_bf16_detected() && gguf::type_info(t)->block_elems > 1)
+        benchmark::RegisterBenchmark(("matmul_bf16/" + name).c_str(), matmul, t, s[0], s[1], true)
+            ->UseRealTime()
             ->Arg(64)
             ->Arg(512);
     }

@@ -100,6 +100,8 @@ void bf16_panels(const Bf16Panels& a) {
       else if (two_groups) tile_block<1, 2>(a, p0, g0);
       else tile_block<1, 1>(a, p0, g0);
     }
+  // Back to the init state: a context switch then saves no tile data.
+  _tile_release();
 }
 
 uint64_t peak_loop(int64_t iters) {
@@ -120,6 +122,7 @@ uint64_t peak_loop(int64_t iters) {
   }
   alignas(64) float c[16][16];
   _tile_stored(0, c, 64);
+  _tile_release();
   return static_cast<uint64_t>(c[0][0]);
 }
 

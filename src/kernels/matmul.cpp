@@ -57,7 +57,7 @@ constexpr int64_t kActivationBlockBytes = 256 << 10;
 // 0.89x, 128 tokens 1.05x, 512 tokens 1.16x.
 constexpr int64_t kWidenTokens = 128;
 // The bf16 path's chunks: runs of 4 panels, whose dequantized bf16 copy
-// (32 bytes per weight row and column: 720 KiB for 5632 columns) shares the
+// (32 bytes per panel and column: 704 KiB for 4 panels of 5632 columns) shares the
 // L2 with a block of bf16 tokens of about kActivationBlockBytes, a whole
 // number of 2-group tiles.
 constexpr int64_t kBf16ChunkPanels = 4;

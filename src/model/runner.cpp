@@ -198,12 +198,16 @@ SequenceRunner::SequenceRunner(const Model& model, ThreadPool& pool, int n_ctx, 
   for (int i = 0; i < kv_.n_blocks(); ++i) block_table_[i] = i;
 }
 
-std::span<float> SequenceRunner::eval(std::span<const int32_t> tokens, Logits logits) {
-  const int n = static_cast<int>(tokens.size());
-  if (n == 0) throw Error("eval needs at least one token");
+void SequenceRunner::check_room(int n) const {
   if (pos_ + n > n_ctx_)
     throw Error("context full: " + std::to_string(pos_ + n) + " positions needed, the context holds " +
                 std::to_string(n_ctx_));
+}
+
+std::span<float> SequenceRunner::eval(std::span<const int32_t> tokens, Logits logits) {
+  const int n = static_cast<int>(tokens.size());
+  if (n == 0) throw Error("eval needs at least one token");
+  check_room(n);
   if (logits == Logits::All) all_logits_.clear();
   std::span<float> out;
   for (int done = 0; done < n;) {
@@ -220,9 +224,7 @@ std::span<float> SequenceRunner::eval(std::span<const int32_t> tokens, Logits lo
 }
 
 std::span<float> SequenceRunner::decode(int32_t token) {
-  if (pos_ + 1 > n_ctx_)
-    throw Error("context full: " + std::to_string(pos_ + 1) + " positions needed, the context holds " +
-                std::to_string(n_ctx_));
+  check_room(1);
   const SeqBatch s{{&token, 1}, pos_, block_table_, Logits::Last, 0};
   const auto out = runner_.forward({&s, 1});
   ++pos_;

@@ -92,6 +92,8 @@ class SequenceRunner {
   void reset() { pos_ = 0; }
 
  private:
+  void check_room(int n) const;  // throws Error when n more positions do not fit the context
+
   int n_ctx_;
   KvCache kv_;
   ModelRunner runner_;

@@ -34,6 +34,20 @@ class IsaGuard {
   kernels::Isa saved_;
 };
 
+// Sets an on/off kernel setting (cpu.h) for a scope, then restores the one
+// in effect when the scope started.
+template <bool (*kGet)(), void (*kSet)(bool)>
+class SettingGuard {
+ public:
+  explicit SettingGuard(bool on) : saved_(kGet()) { kSet(on); }
+  ~SettingGuard() { kSet(saved_); }
+
+ private:
+  bool saved_;
+};
+using PrefetchGuard = SettingGuard<kernels::prefetch_weights, kernels::set_prefetch_weights>;
+using AmxGuard = SettingGuard<kernels::use_amx_bf16, kernels::set_amx_bf16>;
+
 inline std::vector<float> random_floats(std::mt19937& rng, size_t n, float scale = 1.0f) {
   std::normal_distribution<float> dist(0.0f, scale);
   std::vector<float> v(n);
@@ -81,6 +95,15 @@ inline std::vector<uint8_t> random_rows(std::mt19937& rng, gguf::TensorType type
 inline size_t row_bytes_of(gguf::TensorType type, int64_t cols) {
   const auto info = gguf::type_info(type).value();
   return static_cast<size_t>(cols) / info.block_elems * info.block_bytes;
+}
+
+// raw's rows (row_bytes_of apart) decoded to f32 with the reference dequantizer.
+inline std::vector<float> dequantize_rows(gguf::TensorType type, const std::vector<uint8_t>& raw, int64_t rows,
+                                          int64_t cols) {
+  std::vector<float> w(static_cast<size_t>(rows * cols));
+  const size_t rb = row_bytes_of(type, cols);
+  for (int64_t r = 0; r < rows; ++r) gguf::dequantize_row(type, raw.data() + r * rb, w.data() + r * cols, cols);
+  return w;
 }
 
 }  // namespace llmserve::testing

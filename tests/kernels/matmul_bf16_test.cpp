@@ -20,27 +20,11 @@ namespace llmserve::kernels {
 namespace {
 
 using gguf::TensorType;
-
-// Restores the AMX setting in effect when the scope started.
-class AmxGuard {
- public:
-  explicit AmxGuard(bool on) : saved_(use_amx_bf16()) { set_amx_bf16(on); }
-  ~AmxGuard() { set_amx_bf16(saved_); }
-
- private:
-  bool saved_;
-};
+using llmserve::testing::AmxGuard;
 
 #define REQUIRE_AMX()                                                                  \
   if (!amx_bf16_detected()) GTEST_SKIP() << "this CPU or OS has no AMX-BF16 (cpu.h)"; \
   AmxGuard amx_on(true)
-
-std::vector<float> dequantize(TensorType type, const std::vector<uint8_t>& raw, int64_t rows, int64_t cols) {
-  std::vector<float> w(static_cast<size_t>(rows * cols));
-  const size_t rb = llmserve::testing::row_bytes_of(type, cols);
-  for (int64_t r = 0; r < rows; ++r) gguf::dequantize_row(type, raw.data() + r * rb, w.data() + r * cols, cols);
-  return w;
-}
 
 struct Case {
   int64_t rows, cols, n_tokens, n_bf16;
@@ -87,7 +71,7 @@ TEST_P(Bf16Matmul, MatchesReferenceAndIsBatchInvariant) {
       EXPECT_TRUE(std::equal(y1.begin(), y1.end(), y.begin() + t * s.rows)) << "token " << t << " alone differs";
     }
 
-    const auto wf = dequantize(type, raw, s.rows, s.cols);
+    const auto wf = llmserve::testing::dequantize_rows(type, raw, s.rows, s.cols);
     int bad = 0;
     for (int64_t t = 0; t < s.n_bf16 && bad < 5; ++t)
       for (int64_t r = 0; r < s.rows && bad < 5; ++r) {

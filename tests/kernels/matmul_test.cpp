@@ -27,6 +27,7 @@ namespace {
 
 using gguf::TensorType;
 using llmserve::testing::IsaGuard;
+using llmserve::testing::PrefetchGuard;
 
 struct Shape {
   int64_t rows, cols, n_tokens;
@@ -55,13 +56,6 @@ std::vector<Shape> shapes_for(TensorType type) {
   return out;
 }
 
-std::vector<float> dequantize(TensorType type, const std::vector<uint8_t>& raw, int64_t rows, int64_t cols) {
-  std::vector<float> w(static_cast<size_t>(rows * cols));
-  const size_t rb = llmserve::testing::row_bytes_of(type, cols);
-  for (int64_t r = 0; r < rows; ++r) gguf::dequantize_row(type, raw.data() + r * rb, w.data() + r * cols, cols);
-  return w;
-}
-
 // The activations the integer kernels actually multiply: x rounded to int8
 // per 32-block (the scalar quantizer; every ISA's is bit-identical).
 std::vector<float> rounded_activations(const std::vector<float>& x, int64_t n_tokens, int64_t cols) {
@@ -73,16 +67,6 @@ std::vector<float> rounded_activations(const std::vector<float>& x, int64_t n_to
   }
   return out;
 }
-
-// Restores the prefetch setting in effect when the scope started.
-class PrefetchGuard {
- public:
-  explicit PrefetchGuard(bool on) : saved_(prefetch_weights()) { set_prefetch_weights(on); }
-  ~PrefetchGuard() { set_prefetch_weights(saved_); }
-
- private:
-  bool saved_;
-};
 
 class MatmulTest : public ::testing::TestWithParam<std::tuple<TensorType, Isa>> {};
 
@@ -126,7 +110,7 @@ TEST_P(MatmulTest, MatchesReference) {
     const auto xq = int_kernel ? rounded_activations(x, s.n_tokens, s.cols) : x;
     matmul_reference(w, xq.data(), s.n_tokens, ref_q.data());
 
-    const auto wf = dequantize(type, raw, s.rows, s.cols);
+    const auto wf = llmserve::testing::dequantize_rows(type, raw, s.rows, s.cols);
     int bad = 0;
     for (int64_t t = 0; t < s.n_tokens && bad < 5; ++t)
       for (int64_t r = 0; r < s.rows && bad < 5; ++r) {

@@ -7,6 +7,7 @@
 #include "core/thread_pool.h"
 #include "engine/sampler.h"
 #include "model/runner.h"
+#include "kernels/kernel_test_util.h"
 #include "model/reference.h"
 #include "vectors.h"
 
@@ -135,4 +136,31 @@ TEST(TinyStories656K, Q8_0FastPathFollowsTheGreedyVectors) {
   // The fast path also rounds activations to int8 per 32-block, yet it
   // follows the float64 greedy sequence of the dequantized weights to the end.
   EXPECT_EQ(ids, expect);
+}
+
+// The vectors' own greedy ids as a prompt: its tokens take the prompt path
+// (AMX-BF16 tiles where the CPU has them, kernels/matmul.h), and the
+// continuation must still be the vectors'. Both prompt paths, at prefix
+// lengths from one token to most of the sequence.
+TEST(TinyStories656K, Q8_0PromptOfTheVectorsContinuesThem) {
+  REQUIRE_MODEL(path, "tinystories-656k-q8_0.gguf");
+  const auto vec = load_vectors(llmserve::testing::model_path("TinyStories-656K.testvectors.json"));
+  const auto model = Model::load(path);
+  ThreadPool pool(2);
+  const auto expect = vec["greedy_ids_q8_0"].get<std::vector<int>>();
+  for (bool amx : {true, false}) {
+    const llmserve::testing::AmxGuard guard(amx);
+    for (size_t split : {1, 8, 32, 96}) {
+      SequenceRunner fwd(*model, pool, 512, TensorType::F32);
+      std::vector<int32_t> prompt{1};
+      prompt.insert(prompt.end(), expect.begin(), expect.begin() + split);
+      auto logits = fwd.eval(prompt);
+      std::vector<int> cont;
+      while (split + cont.size() < expect.size()) {
+        cont.push_back(argmax(logits));
+        logits = fwd.decode(cont.back());
+      }
+      EXPECT_EQ(cont, std::vector<int>(expect.begin() + split, expect.end())) << "prompt of " << split << " ids, amx " << amx;
+    }
+  }
 }

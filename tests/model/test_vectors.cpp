@@ -6,9 +6,9 @@
 
 #include "core/thread_pool.h"
 #include "engine/sampler.h"
-#include "model/runner.h"
 #include "kernels/kernel_test_util.h"
 #include "model/reference.h"
+#include "model/runner.h"
 #include "vectors.h"
 
 using llmserve::ThreadPool;
@@ -140,8 +140,9 @@ TEST(TinyStories656K, Q8_0FastPathFollowsTheGreedyVectors) {
 
 // The vectors' own greedy ids as a prompt: its tokens take the prompt path
 // (AMX-BF16 tiles where the CPU has them, kernels/matmul.h), and the
-// continuation must still be the vectors'. Both prompt paths, at prefix
-// lengths from one token to most of the sequence.
+// continuation must still be the vectors'. Both prompt paths (on a CPU
+// without AMX both passes take the int8 path), at prefix lengths from one
+// token to most of the sequence.
 TEST(TinyStories656K, Q8_0PromptOfTheVectorsContinuesThem) {
   REQUIRE_MODEL(path, "tinystories-656k-q8_0.gguf");
   const auto vec = load_vectors(llmserve::testing::model_path("TinyStories-656K.testvectors.json"));
@@ -160,7 +161,8 @@ TEST(TinyStories656K, Q8_0PromptOfTheVectorsContinuesThem) {
         cont.push_back(argmax(logits));
         logits = fwd.decode(cont.back());
       }
-      EXPECT_EQ(cont, std::vector<int>(expect.begin() + split, expect.end())) << "prompt of " << split << " ids, amx " << amx;
+      EXPECT_EQ(cont, std::vector<int>(expect.begin() + split, expect.end()))
+          << "prompt of " << split << " ids, amx " << amx;
     }
   }
 }

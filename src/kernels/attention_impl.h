@@ -365,16 +365,21 @@ void qk_rows(const float* qs, int64_t hdp, const float* kt, int head_dim, float*
   for (int r = 0; r < R; ++r) acc[r].store(s + r * N);
 }
 
-// O[i..i+R)[c0 .. c0 + C N) += P[i..i+R)[0..nk) . Vb[0..nk)[same columns].
-template <class VF, int R, int C>
-void pv_rows(float* o, int64_t hdp, const float* p, const float* vb, int nk) {
+// O[i..i+R)[c0 .. c0 + C N) += P[i..i+R)[0..nk) . V[0..nk)[same columns],
+// value row j at rows[j] (block_rows: the cache row itself for f32 and f16,
+// converted only for Q8_0), read once per key for all R rows. kWhole: the
+// columns are whole vectors of the head, loaded without load_head's branch
+// (with it, GCC 12 kept the accumulators in memory).
+template <class VF, int R, int C, bool kWhole, class T>
+void pv_rows(float* o, int64_t hdp, const float* p, const T* const* rows, int64_t c0, int hd, int nk) {
   constexpr int N = VF::N;
   VF acc[R][C];
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < C; ++c) acc[r][c] = VF::load(o + r * hdp + c * N);
   for (int j = 0; j < nk; ++j) {
     VF v[C];
-    for (int c = 0; c < C; ++c) v[c] = VF::load(vb + j * hdp + c * N);
+    for (int c = 0; c < C; ++c)
+      v[c] = kWhole ? VF::load(rows[j] + c0 + c * N) : load_head<VF>(rows[j], c0 + c * N, hd);
     for (int r = 0; r < R; ++r) {
       const VF pj = VF::set1(p[r * N + j]);
       for (int c = 0; c < C; ++c) acc[r][c] = fma(pj, v[c], acc[r][c]);
@@ -384,9 +389,14 @@ void pv_rows(float* o, int64_t hdp, const float* p, const float* vb, int nk) {
     for (int c = 0; c < C; ++c) acc[r][c].store(o + r * hdp + c * N);
 }
 
-template <class VF>
+// T: how block_rows hands out value rows (uint16_t for an f16 cache, float
+// otherwise).
+template <class VF, class T>
 void narrow_item(const AttentionCall& c, const AttentionItem& it, float* scratch) {
-  constexpr int N = VF::N, kQkRows = 8, kPvRows = 4, kPvCols = N == 16 ? 4 : 2;
+  // All the rows in one pass over a value block (8 x 2 accumulators on
+  // AVX-512, 4 x 2 on AVX2), so each value vector is loaded, and converted
+  // from f16, once: 4 rows x 4 vectors, twice, read the block twice.
+  constexpr int N = VF::N, kQkRows = 8, kPvRows = N == 16 ? 8 : 4, kPvCols = 2;
   const AttentionSeq& seq = *it.seq;
   const int hd = c.shape.head_dim;
   const int group = c.shape.n_head / c.shape.n_head_kv;
@@ -399,7 +409,7 @@ void narrow_item(const AttentionCall& c, const AttentionItem& it, float* scratch
   float* l = m + padded;         // [padded] running sum
   float* kb = l + padded;        // [N][hdp] key block as f32 rows
   float* kt = kb + N * hdp;      // [hdp][N] the same, transposed
-  float* vb = kt + hdp * N;      // [N][hdp] value block
+  float* vb = kt + hdp * N;      // [N][hdp] a Q8_0 value block as f32 rows
   std::memset(qs, 0, sizeof(float) * 2 * padded * hdp + sizeof(float) * padded * N);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   for (int64_t i = 0; i < padded; ++i) {
@@ -426,12 +436,13 @@ void narrow_item(const AttentionCall& c, const AttentionItem& it, float* scratch
       }
       row_softmax_step<VF>(si, static_cast<int>(visible), m[i], l[i], o + i * hdp, hdp);
     }
-    load_rows<VF>(c, c.v, seq, j0, nk, it.kv_head, vb, hdp);
+    const T* rows[N];
+    block_rows<VF>(c, c.v, seq, j0, nk, it.kv_head, vb, hdp, rows);
     for (int64_t i = 0; i < padded; i += kPvRows) {
       int64_t c0 = 0;
-      for (; c0 + kPvCols * N <= hdp; c0 += kPvCols * N)
-        pv_rows<VF, kPvRows, kPvCols>(o + i * hdp + c0, hdp, s + i * N, vb + c0, nk);
-      for (; c0 < hdp; c0 += N) pv_rows<VF, kPvRows, 1>(o + i * hdp + c0, hdp, s + i * N, vb + c0, nk);
+      for (; c0 + kPvCols * N <= hd; c0 += kPvCols * N)
+        pv_rows<VF, kPvRows, kPvCols, true>(o + i * hdp + c0, hdp, s + i * N, rows, c0, hd, nk);
+      for (; c0 < hdp; c0 += N) pv_rows<VF, kPvRows, 1, false>(o + i * hdp + c0, hdp, s + i * N, rows, c0, hd, nk);
     }
   }
   for (int64_t i = 0; i < rows; ++i) {
@@ -444,8 +455,10 @@ template <class VF>
 void item(const AttentionCall& c, const AttentionItem& it, float* scratch) {
   const int64_t rows = int64_t{c.shape.n_head / c.shape.n_head_kv} * (it.t1 - it.t0);
   if (rows >= VF::N) tile_item<VF>(c, it, scratch);
-  else if (rows > 1) narrow_item<VF>(c, it, scratch);
-  else if (c.layout.type == gguf::TensorType::F16) lone_item<VF, uint16_t>(c, it, scratch);
+  else if (c.layout.type == gguf::TensorType::F16) {
+    if (rows > 1) narrow_item<VF, uint16_t>(c, it, scratch);
+    else lone_item<VF, uint16_t>(c, it, scratch);
+  } else if (rows > 1) narrow_item<VF, float>(c, it, scratch);
   else lone_item<VF, float>(c, it, scratch);
 }
 

@@ -18,7 +18,9 @@
 //   rows in lanes run it 1.3-1.4x faster.
 // - 1 < M < N (GQA decode), narrow_item: a tile's lanes would be partly
 //   empty, so keys in lanes and the rows in registers, each row's softmax
-//   step on its own (row_softmax_step).
+//   step on its own (row_softmax_step). f32 and f16 key rows go from the
+//   cache straight into the transpose (transposed_keys), value rows
+//   straight into P V (pv_rows): only Q8_0 rows are converted first.
 // - M = 1 (decode without GQA), lone_item: the same per row, dotting and
 //   accumulating straight from f32 and f16 cache rows (Q8_0 rows converted).
 #include <algorithm>
@@ -161,6 +163,35 @@ void block_rows(const AttentionCall& c, const uint8_t* base, const AttentionSeq&
                [&](int j, const uint8_t* row) { rows[j] = reinterpret_cast<const T*>(row) + first; });
 }
 
+// dst[c * ds + r] = src[r * ss + c] for an N x N tile of floats.
+template <class VF>
+inline void transpose_tile(const float* src, int64_t ss, float* dst, int64_t ds) {
+  VF rows[VF::N];
+  for (int r = 0; r < VF::N; ++r) rows[r] = VF::load(src + r * ss);
+  VF::transpose(rows, dst, ds);
+}
+
+// KV head `kv_head` of the n <= N key rows at [pos, pos + n) transposed
+// into kt ([hdp][N], zero past n and past head_dim). f32 and f16 rows go
+// from the cache straight into the transpose's registers; Q8_0 rows are
+// converted into buf ([N][hdp]) first (block_rows).
+template <class VF, class T>
+void transposed_keys(const AttentionCall& c, const AttentionSeq& seq, int64_t pos, int n, int kv_head, float* buf,
+                     int64_t hdp, float* kt) {
+  constexpr int N = VF::N;
+  const int hd = c.shape.head_dim;
+  const T* rows[N];
+  block_rows<VF>(c, c.k, seq, pos, n, kv_head, buf, hdp, rows);
+  for (int64_t d = 0; d < hdp; d += N) {
+    VF r[N];
+    if (d + N <= hd)
+      for (int j = 0; j < N; ++j) r[j] = j < n ? VF::load(rows[j] + d) : VF::zero();
+    else
+      for (int j = 0; j < N; ++j) r[j] = j < n ? load_head<VF>(rows[j], d, hd) : VF::zero();
+    VF::transpose(r, kt + d * N, N);
+  }
+}
+
 // o[d, d + V N) += sum_j p[j] V_j[d, ..), accumulated in registers across
 // the rows: a store and reload of o per row would chain every row's FMAs
 // through memory (store forwarding), the bottleneck of decode attention.
@@ -300,14 +331,14 @@ void tile_item(const AttentionCall& c, const AttentionItem& it, float* scratch) 
       const float* q = i < rows ? seq.q + query_offset(c, it, i) : nullptr;
       for (int64_t d = 0; d < hdp; d += N) (q ? load_head<VF>(q, d, hd) * scale : VF::zero()).store(kb + r * hdp + d);
     }
-    for (int64_t d = 0; d < hdp; d += N) VF::transpose(kb + d, hdp, qt + tile * tile_floats + d * N, N);
+    for (int64_t d = 0; d < hdp; d += N) transpose_tile<VF>(kb + d, hdp, qt + tile * tile_floats + d * N, N);
   }
 
   const int64_t kv_end = seq.pos0 + it.t1;
   for (int64_t j0 = 0; j0 < kv_end; j0 += N) {
     const int nk = kv_end - j0 >= N ? N : static_cast<int>(kv_end - j0);
     load_rows<VF>(c, c.k, seq, j0, nk, it.kv_head, kb, hdp);
-    for (int64_t d = 0; d < hdp; d += N) VF::transpose(kb + d, hdp, kt + d * N, N);
+    for (int64_t d = 0; d < hdp; d += N) transpose_tile<VF>(kb + d, hdp, kt + d * N, N);
     load_rows<VF>(c, c.v, seq, j0, nk, it.kv_head, vb, hdp);
     for (int64_t tile = 0; tile < tiles; ++tile) {
       const float* lt = last + tile * N;  // ascending
@@ -337,7 +368,7 @@ void tile_item(const AttentionCall& c, const AttentionItem& it, float* scratch) 
 
   // Each tile's output back to rows (through kb), normalized.
   for (int64_t tile = 0; tile < tiles; ++tile) {
-    for (int64_t d = 0; d < hdp; d += N) VF::transpose(ot + tile * tile_floats + d * N, N, kb + d, hdp);
+    for (int64_t d = 0; d < hdp; d += N) transpose_tile<VF>(ot + tile * tile_floats + d * N, N, kb + d, hdp);
     for (int r = 0; r < N && tile * N + r < rows; ++r) {
       const VF inv = VF::set1(1.0f / l[tile * N + r]);
       float* dst = seq.out + query_offset(c, it, tile * N + r);
@@ -423,8 +454,7 @@ void narrow_item(const AttentionCall& c, const AttentionItem& it, float* scratch
   const int64_t kv_end = seq.pos0 + it.t1;
   for (int64_t j0 = 0; j0 < kv_end; j0 += N) {
     const int nk = kv_end - j0 >= N ? N : static_cast<int>(kv_end - j0);
-    load_rows<VF>(c, c.k, seq, j0, nk, it.kv_head, kb, hdp);
-    for (int64_t d = 0; d < hdp; d += N) VF::transpose(kb + d, hdp, kt + d * N, N);
+    transposed_keys<VF, T>(c, seq, j0, nk, it.kv_head, kb, hdp, kt);
     for (int64_t i = 0; i < padded; i += kQkRows) qk_rows<VF, kQkRows>(qs + i * hdp, hdp, kt, hd, s + i * N);
     for (int64_t i = 0; i < padded; ++i) {
       float* si = s + i * N;

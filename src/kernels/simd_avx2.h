@@ -83,13 +83,12 @@ struct VF {
     return {_mm256_blendv_ps(_mm256_and_ps(y, in_range), _mm256_set1_ps(__builtin_inff()), over)};
   }
 
-  // dst[c * ds + r] = src[r * ss + c] for an 8 x 8 tile: 4x4 transposes
+  // dst[c * ds + r] = lane c of rows[r] for an 8 x 8 tile: 4x4 transposes
   // inside each 128-bit lane, then a lane exchange.
-  static void transpose(const float* src, int64_t ss, float* dst, int64_t ds) {
+  static void transpose(const VF* rows, float* dst, int64_t ds) {
     __m256 u[8];
     for (int k = 0; k < 2; ++k) {
-      const __m256 r0 = _mm256_loadu_ps(src + (4 * k) * ss), r1 = _mm256_loadu_ps(src + (4 * k + 1) * ss);
-      const __m256 r2 = _mm256_loadu_ps(src + (4 * k + 2) * ss), r3 = _mm256_loadu_ps(src + (4 * k + 3) * ss);
+      const __m256 r0 = rows[4 * k].v, r1 = rows[4 * k + 1].v, r2 = rows[4 * k + 2].v, r3 = rows[4 * k + 3].v;
       const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
       const __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
       u[4 * k] = _mm256_shuffle_ps(t0, t2, 0x44);

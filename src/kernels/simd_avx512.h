@@ -72,13 +72,12 @@ struct VF {
     return {_mm512_maskz_mov_ps(in_range, _mm512_scalef_ps(p, n))};  // p * 2^n; overflows to inf
   }
 
-  // dst[c * ds + r] = src[r * ss + c] for a 16 x 16 tile: 4x4 transposes
-  // inside each 128-bit lane, then two rounds of lane shuffles.
-  static void transpose(const float* src, int64_t ss, float* dst, int64_t ds) {
+  // dst[c * ds + r] = lane c of rows[r] for a 16 x 16 tile: 4x4
+  // transposes inside each 128-bit lane, then two rounds of lane shuffles.
+  static void transpose(const VF* rows, float* dst, int64_t ds) {
     __m512 u[16];
     for (int k = 0; k < 4; ++k) {
-      const __m512 r0 = _mm512_loadu_ps(src + (4 * k) * ss), r1 = _mm512_loadu_ps(src + (4 * k + 1) * ss);
-      const __m512 r2 = _mm512_loadu_ps(src + (4 * k + 2) * ss), r3 = _mm512_loadu_ps(src + (4 * k + 3) * ss);
+      const __m512 r0 = rows[4 * k].v, r1 = rows[4 * k + 1].v, r2 = rows[4 * k + 2].v, r3 = rows[4 * k + 3].v;
       const __m512 t0 = _mm512_unpacklo_ps(r0, r1), t1 = _mm512_unpackhi_ps(r0, r1);
       const __m512 t2 = _mm512_unpacklo_ps(r2, r3), t3 = _mm512_unpackhi_ps(r2, r3);
       u[4 * k] = _mm512_shuffle_ps(t0, t2, 0x44);

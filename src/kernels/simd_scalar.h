@@ -8,8 +8,8 @@
 //   bits (round to nearest even); + - * /;
 //   fma(a, b, c) = a*b + c; max; keep_first(a, n, fill); select_ge(x, y,
 //   a, b) (lane by lane x >= y ? a : b); reduce_add(); reduce_max();
-//   exp(x) (saturating to 0 and +inf); transpose(src, ss, dst, ds) of an
-//   N x N tile.
+//   exp(x) (saturating to 0 and +inf); transpose(rows, dst, ds) of an
+//   N x N tile held as N vectors (dst[c * ds + r] = lane c of rows[r]).
 #include <cmath>
 #include <cstdint>
 
@@ -88,9 +88,9 @@ struct VF {
     for (float& l : x.v) l = std::exp(l);
     return x;
   }
-  static void transpose(const float* src, int64_t ss, float* dst, int64_t ds) {
+  static void transpose(const VF* rows, float* dst, int64_t ds) {
     for (int r = 0; r < N; ++r)
-      for (int c = 0; c < N; ++c) dst[c * ds + r] = src[r * ss + c];
+      for (int c = 0; c < N; ++c) dst[c * ds + r] = rows[r].v[c];
   }
 };
 

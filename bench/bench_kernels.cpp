@@ -236,13 +236,18 @@ void decode_matmuls(benchmark::State& state, ModelShape m, TensorType type, bool
     shapes.push_back({m.dim, m.hidden, false});  // down
   }
   shapes.push_back({m.vocab, m.dim, false});
-  std::vector<std::vector<uint8_t>> raw;
+  // One random matrix per shape, the source of every matrix of that shape
+  // (random_matrix's fixed seed would make them equal anyway): each gets a
+  // packed copy of its own below. Made per matrix, tinyllama's 155 took
+  // minutes on one thread for every variant and repetition.
+  std::map<std::pair<int64_t, int64_t>, std::vector<uint8_t>> raw;
   std::vector<Matrix> ws;
   size_t bytes = 0;
   for (const Shape& sh : shapes) {
-    raw.push_back(random_matrix(type, sh.rows, sh.cols));
-    ws.push_back(Matrix{type, raw.back().data(), sh.rows, sh.cols, gguf::row_bytes(type, sh.cols)});
-    bytes += raw.back().size();
+    std::vector<uint8_t>& source = raw[{sh.rows, sh.cols}];
+    if (source.empty()) source = random_matrix(type, sh.rows, sh.cols);
+    ws.push_back(Matrix{type, source.data(), sh.rows, sh.cols, gguf::row_bytes(type, sh.cols)});
+    bytes += source.size();
   }
   std::vector<kernels::PackedWeights> storage;
   if (arena) {

@@ -424,9 +424,9 @@ void pv_rows(float* o, int64_t hdp, const float* p, const T* const* rows, int64_
 // otherwise).
 template <class VF, class T>
 void narrow_item(const AttentionCall& c, const AttentionItem& it, float* scratch) {
-  // All the rows in one pass over a value block (8 x 2 accumulators on
-  // AVX-512, 4 x 2 on AVX2), so each value vector is loaded, and converted
-  // from f16, once: 4 rows x 4 vectors, twice, read the block twice.
+  // P V by 8 rows x 2 vectors on AVX-512 (4 x 2 on AVX2): every row in one
+  // pass over a value block, each value vector loaded, and converted from
+  // f16, once. The former 4 rows x 4 vectors took two passes.
   constexpr int N = VF::N, kQkRows = 8, kPvRows = N == 16 ? 8 : 4, kPvCols = 2;
   const AttentionSeq& seq = *it.seq;
   const int hd = c.shape.head_dim;
@@ -466,13 +466,13 @@ void narrow_item(const AttentionCall& c, const AttentionItem& it, float* scratch
       }
       row_softmax_step<VF>(si, static_cast<int>(visible), m[i], l[i], o + i * hdp, hdp);
     }
-    const T* rows[N];
-    block_rows<VF>(c, c.v, seq, j0, nk, it.kv_head, vb, hdp, rows);
+    const T* v_rows[N];
+    block_rows<VF>(c, c.v, seq, j0, nk, it.kv_head, vb, hdp, v_rows);
     for (int64_t i = 0; i < padded; i += kPvRows) {
       int64_t c0 = 0;
       for (; c0 + kPvCols * N <= hd; c0 += kPvCols * N)
-        pv_rows<VF, kPvRows, kPvCols, true>(o + i * hdp + c0, hdp, s + i * N, rows, c0, hd, nk);
-      for (; c0 < hdp; c0 += N) pv_rows<VF, kPvRows, 1, false>(o + i * hdp + c0, hdp, s + i * N, rows, c0, hd, nk);
+        pv_rows<VF, kPvRows, kPvCols, true>(o + i * hdp + c0, hdp, s + i * N, v_rows, c0, hd, nk);
+      for (; c0 < hdp; c0 += N) pv_rows<VF, kPvRows, 1, false>(o + i * hdp + c0, hdp, s + i * N, v_rows, c0, hd, nk);
     }
   }
   for (int64_t i = 0; i < rows; ++i) {

@@ -438,8 +438,8 @@ void narrow_item(const AttentionCall& c, const AttentionItem& it, float* scratch
   float* s = o + padded * hdp;   // [padded][N] scores, then probabilities
   float* m = s + padded * N;     // [padded] running max
   float* l = m + padded;         // [padded] running sum
-  float* kb = l + padded;        // [N][hdp] key block as f32 rows
-  float* kt = kb + N * hdp;      // [hdp][N] the same, transposed
+  float* kb = l + padded;        // [N][hdp] a Q8_0 key block as f32 rows
+  float* kt = kb + N * hdp;      // [hdp][N] the key block, transposed
   float* vb = kt + hdp * N;      // [N][hdp] a Q8_0 value block as f32 rows
   std::memset(qs, 0, sizeof(float) * 2 * padded * hdp + sizeof(float) * padded * N);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));

@@ -60,6 +60,13 @@ double read_bandwidth_gbs() {
   return gbs;
 }
 
+// The median (upper, for an even count) of v; 0 for none.
+double median_of(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+
 // Random weights of `type` made by quantizing Gaussian values where the
 // type can be quantized, random bytes with sane scales otherwise.
 std::vector<uint8_t> random_matrix(TensorType type, int64_t rows, int64_t cols) {
@@ -153,10 +160,7 @@ void matvec(benchmark::State& state, TensorType type, int64_t rows, int64_t cols
   state.SetBytesProcessed(static_cast<int64_t>(bytes * state.iterations()));
   state.counters["roofline"] = benchmark::Counter(bytes * state.iterations() / (read_bandwidth_gbs() * 1e9),
                                                   benchmark::Counter::kIsRate);
-  if (!vs_read.empty()) {
-    std::nth_element(vs_read.begin(), vs_read.begin() + vs_read.size() / 2, vs_read.end());
-    state.counters["vs_read"] = vs_read[vs_read.size() / 2];
-  }
+  if (!vs_read.empty()) state.counters["vs_read"] = median_of(vs_read);
 }
 
 // bf16: the tokens as prompt tokens, through AMX-BF16 tiles (matmul.h).
@@ -203,100 +207,169 @@ void register_matmuls() {
 
 // All the matvecs of one decode step of a llama-shaped model, in order (each
 // layer its own weights, so nothing stays cached): the ceiling a forward pass
-// can reach. tok/s, and "roofline" = achieved over read bandwidth. With the
-// weights in one allocation, every iteration also reads those same bytes
-// with the bandwidth probe's read (kernels::read_seconds), untimed:
-// "vs_read" = the decode step's bytes/s over that read's, the
-// yardstick without the question of which buffer the probe got.
+// can reach. tok/s, and "roofline" = achieved over read bandwidth.
 struct ModelShape {
   const char* name;
   int64_t dim, hidden, kv_dim, vocab, layers;
 };
 
+// One decode step's matmuls of a model shape, random weights.
 // `grouped`: Q/K/V and gate/up go as one call each (shared input), as the
 // engine calls them. `arena`: all matrices packed into one allocation in
 // decode order, as the engine loads them (model/weights.cpp); otherwise each
-// has its own, and matrices under 2 MiB get 4 KiB pages. `team`: the calls
-// are steps of one ThreadPool::run_team job, each after a one-row step that
-// quantizes its input, as the engine runs them (model/runner.cpp), instead
-// of a matmul() fork/join each.
-void decode_matmuls(benchmark::State& state, ModelShape m, TensorType type, bool grouped, bool arena, bool team) {
-  struct Shape {
-    int64_t rows, cols;
-    bool same_call;
-  };
-  std::vector<Shape> shapes;
-  for (int64_t l = 0; l < m.layers; ++l) {
-    shapes.push_back({m.dim, m.dim, false});     // q
-    shapes.push_back({m.kv_dim, m.dim, true});   // k
-    shapes.push_back({m.kv_dim, m.dim, true});   // v
-    shapes.push_back({m.dim, m.dim, false});     // o
-    shapes.push_back({m.hidden, m.dim, false});  // gate
-    shapes.push_back({m.hidden, m.dim, true});   // up
-    shapes.push_back({m.dim, m.hidden, false});  // down
+// has its own, and matrices under 2 MiB get 4 KiB pages.
+class DecodeStep {
+ public:
+  DecodeStep(const ModelShape& m, TensorType type, bool grouped, bool arena) : arena_(arena) {
+    struct Shape {
+      int64_t rows, cols;
+      bool same_call;
+    };
+    std::vector<Shape> shapes;
+    for (int64_t l = 0; l < m.layers; ++l) {
+      shapes.push_back({m.dim, m.dim, false});     // q
+      shapes.push_back({m.kv_dim, m.dim, true});   // k
+      shapes.push_back({m.kv_dim, m.dim, true});   // v
+      shapes.push_back({m.dim, m.dim, false});     // o
+      shapes.push_back({m.hidden, m.dim, false});  // gate
+      shapes.push_back({m.hidden, m.dim, true});   // up
+      shapes.push_back({m.dim, m.hidden, false});  // down
+    }
+    shapes.push_back({m.vocab, m.dim, false});
+    // One random matrix per shape, the source of every matrix of that shape
+    // (random_matrix's fixed seed would make them equal anyway): each gets a
+    // packed copy of its own below. Made per matrix, tinyllama's 155 took
+    // minutes on one thread for every variant and repetition.
+    std::map<std::pair<int64_t, int64_t>, std::vector<uint8_t>> raw;
+    ws_.reserve(shapes.size());
+    for (const Shape& sh : shapes) {
+      std::vector<uint8_t>& source = raw[{sh.rows, sh.cols}];
+      if (source.empty()) source = random_matrix(type, sh.rows, sh.cols);
+      ws_.push_back(Matrix{type, source.data(), sh.rows, sh.cols, gguf::row_bytes(type, sh.cols)});
+      bytes_ += source.size();
+    }
+    if (arena) {
+      std::vector<Matrix*> all;
+      for (Matrix& w : ws_) all.push_back(&w);
+      storage_.push_back(kernels::prepare_all(all, &pool()));
+    } else {
+      for (Matrix& w : ws_) storage_.push_back(kernels::prepare(w, &pool()));
+    }
+    for (Matrix& w : ws_) w.data = nullptr;  // only the packed copy is kept
+    const int64_t max_rows = std::max(m.vocab, m.hidden);
+    x_.assign(std::max(m.hidden, m.dim), 0.01f);
+    y_.resize(3 * max_rows);  // up to 3 targets per call
+    for (size_t i = 0; i < ws_.size(); ++i) {
+      if (!(grouped && shapes[i].same_call)) calls_.emplace_back();
+      calls_.back().push_back({&ws_[i], y_.data() + calls_.back().size() * max_rows});
+    }
+    acts_.resize(static_cast<size_t>(std::max(m.hidden, m.dim) / kernels::kQBlock));
   }
-  shapes.push_back({m.vocab, m.dim, false});
-  // One random matrix per shape, the source of every matrix of that shape
-  // (random_matrix's fixed seed would make them equal anyway): each gets a
-  // packed copy of its own below. Made per matrix, tinyllama's 155 took
-  // minutes on one thread for every variant and repetition.
-  std::map<std::pair<int64_t, int64_t>, std::vector<uint8_t>> raw;
-  std::vector<Matrix> ws;
-  size_t bytes = 0;
-  for (const Shape& sh : shapes) {
-    std::vector<uint8_t>& source = raw[{sh.rows, sh.cols}];
-    if (source.empty()) source = random_matrix(type, sh.rows, sh.cols);
-    ws.push_back(Matrix{type, source.data(), sh.rows, sh.cols, gguf::row_bytes(type, sh.cols)});
-    bytes += source.size();
+
+  // The weights' bytes as the file holds them: what a token streams.
+  double bytes() const { return static_cast<double>(bytes_); }
+  size_t calls() const { return calls_.size(); }
+
+  // The step's jobs, with the kernels the current settings pick (cpu.h).
+  std::vector<kernels::MatmulJob> jobs() const {
+    std::vector<kernels::MatmulJob> jobs;
+    for (const auto& call : calls_) jobs.emplace_back(call, x_.data(), 1, acts_.data());
+    return jobs;
   }
-  std::vector<kernels::PackedWeights> storage;
-  if (arena) {
-    std::vector<Matrix*> all;
-    for (Matrix& w : ws) all.push_back(&w);
-    storage.push_back(kernels::prepare_all(all, &pool()));
-  } else {
-    for (Matrix& w : ws) storage.push_back(kernels::prepare(w, &pool()));
-  }
-  for (Matrix& w : ws) w.data = nullptr;  // only the packed copy is kept
-  raw.clear();
-  const int64_t max_rows = std::max(m.vocab, m.hidden);
-  std::vector<float> x(std::max(m.hidden, m.dim), 0.01f), y(3 * max_rows);  // up to 3 targets per call
-  std::vector<std::vector<kernels::MatmulTarget>> calls;
-  for (size_t i = 0; i < ws.size(); ++i) {
-    if (!(grouped && shapes[i].same_call)) calls.emplace_back();
-    calls.back().push_back({&ws[i], y.data() + calls.back().size() * max_rows});
-  }
-  // The packed bytes, whole read-loop steps (256 bytes).
-  const size_t packed_bytes = arena ? storage[0].size() / 256 * 256 : 0;
-  std::vector<kernels::Q8Act> acts(static_cast<size_t>(std::max(m.hidden, m.dim) / kernels::kQBlock));
-  std::vector<kernels::MatmulJob> jobs;
-  for (const auto& call : calls) jobs.emplace_back(call, x.data(), 1, acts.data());
-  auto run_team = [&] {
+  // Seconds of one step as steps of one ThreadPool::run_team job, each call
+  // after a one-row step that quantizes its input, as the engine runs them
+  // (model/runner.cpp).
+  double run_team(const std::vector<kernels::MatmulJob>& jobs) const {
+    const auto start = std::chrono::steady_clock::now();
     pool().run_team(static_cast<int>(2 * jobs.size()), [&](Team& t) {
       for (const kernels::MatmulJob& job : jobs) {
         t.share(1, [&](int64_t) { job.prepare_row(0); });
         t.share(job.chunks(), [&](int64_t c) { job.run_chunk(c); });
       }
     });
-  };
+    return seconds_since(start);
+  }
+  // The same with a matmul() fork/join per call.
+  double run_calls() const {
+    const auto start = std::chrono::steady_clock::now();
+    for (const auto& call : calls_) kernels::matmul(call, x_.data(), 1, pool());
+    return seconds_since(start);
+  }
+  // The packed bytes' read rate (kernels::read_seconds), bytes/s: the
+  // yardstick without the question of which buffer the probe got. Arena only.
+  double read_rate() const {
+    const size_t n = storage_[0].size() / 256 * 256;  // whole read-loop steps
+    return static_cast<double>(n) / kernels::read_seconds(pool(), storage_[0].data(), n);
+  }
+
+ private:
+  static double seconds_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+
+  bool arena_;
+  size_t bytes_ = 0;
+  std::vector<Matrix> ws_;
+  std::vector<kernels::PackedWeights> storage_;
+  std::vector<float> x_, y_;
+  mutable std::vector<kernels::Q8Act> acts_;
+  std::vector<std::vector<kernels::MatmulTarget>> calls_;
+};
+
+// `team`: the calls run as DecodeStep::run_team, instead of a matmul()
+// fork/join each. With the weights in one allocation, every iteration also
+// reads those same bytes (DecodeStep::read_rate), untimed: "vs_read" = the
+// step's bytes/s over that read's.
+void decode_matmuls(benchmark::State& state, ModelShape m, TensorType type, bool grouped, bool arena, bool team) {
+  const DecodeStep step(m, type, grouped, arena);
+  const std::vector<kernels::MatmulJob> jobs = step.jobs();
   double decode_seconds = 0, read_seconds = 0;
   for (auto _ : state) {
-    const auto start = std::chrono::steady_clock::now();
-    if (team) run_team();
-    else for (const auto& call : calls) kernels::matmul(call, x.data(), 1, pool());
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double s = team ? step.run_team(jobs) : step.run_calls();
     state.SetIterationTime(s);
     decode_seconds += s;
-    if (arena) read_seconds += kernels::read_seconds(pool(), storage[0].data(), packed_bytes);
+    if (arena) read_seconds += step.bytes() / step.read_rate();
   }
-  if (arena)
-    state.counters["vs_read"] =
-        (static_cast<double>(bytes) / decode_seconds) / (static_cast<double>(packed_bytes) / read_seconds);
+  if (arena) state.counters["vs_read"] = step.bytes() / decode_seconds / (step.bytes() / read_seconds);
   state.counters["tok/s"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
-  state.counters["roofline"] = benchmark::Counter(
-      static_cast<double>(bytes) * state.iterations() / (read_bandwidth_gbs() * 1e9), benchmark::Counter::kIsRate);
-  state.counters["MB/token"] = static_cast<double>(bytes) / 1e6;
-  state.counters["calls/token"] = static_cast<double>(calls.size());
+  state.counters["roofline"] = benchmark::Counter(step.bytes() * state.iterations() / (read_bandwidth_gbs() * 1e9),
+                                                  benchmark::Counter::kIsRate);
+  state.counters["MB/token"] = step.bytes() / 1e6;
+  state.counters["calls/token"] = static_cast<double>(step.calls());
+}
+
+// Software prefetch off against on (cpu.h: prefetch_weights), paired: every
+// iteration runs the engine's decode step (grouped, arena, team) both ways,
+// in alternating order, each followed by a read of the packed bytes. A pair
+// sees the same second of the host's bandwidth, which moves by tens of
+// percent between seconds, more than the difference in question.
+// "vs_read_off" / "vs_read_on": medians of each way's rate over its read;
+// "on_over_off": the median of the pairs' ratios of those.
+void decode_prefetch_ab(benchmark::State& state, ModelShape m, TensorType type) {
+  const DecodeStep step(m, type, true, true);
+  const bool initial = kernels::prefetch_weights();
+  std::vector<kernels::MatmulJob> jobs[2];
+  for (int on = 0; on < 2; ++on) {
+    kernels::set_prefetch_weights(on);
+    jobs[on] = step.jobs();
+  }
+  kernels::set_prefetch_weights(initial);
+  std::vector<double> vs_read[2], ratio;
+  for (auto _ : state) {
+    double frac[2], seconds = 0;
+    for (int k = 0; k < 2; ++k) {
+      const int on = (static_cast<int>(ratio.size()) + k) % 2;
+      const double s = step.run_team(jobs[on]);
+      seconds += s;
+      frac[on] = step.bytes() / s / step.read_rate();
+      vs_read[on].push_back(frac[on]);
+    }
+    ratio.push_back(frac[1] / frac[0]);
+    state.SetIterationTime(seconds / 2);
+  }
+  state.counters["vs_read_off"] = median_of(vs_read[0]);
+  state.counters["vs_read_on"] = median_of(vs_read[1]);
+  state.counters["on_over_off"] = median_of(ratio);
 }
 
 void register_decode_chains() {
@@ -317,6 +390,13 @@ void register_decode_chains() {
             decode_matmuls, m, t, v.grouped, v.arena, v.team)
             ->UseManualTime()
             ->Unit(benchmark::kMillisecond);
+  for (const ModelShape& m : models)
+    for (TensorType t : {TensorType::Q8_0, TensorType::Q4_0})
+      benchmark::RegisterBenchmark(
+          (std::string("decode_prefetch_ab/") + m.name + "/" + std::string(gguf::type_info(t)->name)).c_str(),
+          decode_prefetch_ab, m, t)
+          ->UseManualTime()
+          ->Unit(benchmark::kMillisecond);
 }
 
 void BM_ReadBandwidth(benchmark::State& state) {

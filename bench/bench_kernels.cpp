@@ -344,7 +344,9 @@ void decode_matmuls(benchmark::State& state, ModelShape m, TensorType type, bool
 // sees the same second of the host's bandwidth, which moves by tens of
 // percent between seconds, more than the difference in question.
 // "vs_read_off" / "vs_read_on": medians of each way's rate over its read;
-// "on_over_off": the median of the pairs' ratios of those.
+// "on_over_off": the median of the pairs' ratios of those. Q4_0 prefetches
+// either way (Format::kAlwaysPrefetch in matmul_avx512.cpp): its pair runs
+// the same kernels twice, the pairing's own noise.
 void decode_prefetch_ab(benchmark::State& state, ModelShape m, TensorType type) {
   const DecodeStep step(m, type, true, true);
   const bool initial = kernels::prefetch_weights();

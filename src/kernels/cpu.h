@@ -28,15 +28,16 @@ Isa active_isa();
 Isa set_isa(Isa isa);
 
 // Whether the AVX-512 matmul kernels prefetch the weight panels they stream
-// in software (8 KiB ahead, into L2) for every format; without it only the
-// K-quants do, and Q8_0, Q4_0 and the float formats rely on the hardware
+// in software (8 KiB ahead, into L2) for every format; without it only Q4_0
+// and the K-quants do, and Q8_0 and the float formats rely on the hardware
 // prefetchers. Decode streams every weight once per token, so this decides
 // how close to the read bandwidth it gets, and the best choice is the CPU's:
 //  - Intel Xeon (the 2-vCPU host of this project's Intel rounds): with it,
 //    tinyllama Q4_0 decode went from 0.60-0.62 to 0.83-0.86 of the read
 //    bandwidth, Q8_0 from 0.80-0.81 to 0.86-0.92 (bench, 3 alternated runs);
-//  - AMD Zen 5 (the host of earlier rounds): software prefetch cost Q8_0
-//    and Q4_0 decode 8-10%.
+//  - AMD Zen 5: Q8_0 decoded alike with and without (0.99-1.00, paired
+//    runs of bench_kernels decode_prefetch_ab), where unpaired runs of
+//    earlier rounds had put it 8-10% slower with.
 // So: on unless the CPU is AMD's (or Hygon's, the same cores).
 // LLMSERVE_PREFETCH=0|1 in the environment at first use overrides that.
 bool prefetch_weights();

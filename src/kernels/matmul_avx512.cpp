@@ -41,12 +41,15 @@ __m512i dot4(__m512i acc, __m512i u, const int8_t* s) {
 
 // The kBytes of a panel at p, fetched into L2 kPrefetchBytes ahead of use:
 // by every kernel when prefetch_weights() is on (cpu.h says where it pays),
-// and by the K-quants always (Format::kAlwaysPrefetch). Each thread streams
-// a contiguous share of a call's panels (ThreadPool::parallel_for_shares).
-// On the Zen 5 host the hardware prefetchers followed that well enough for
-// Q8_0 and Q4_0, while the K-quants, with more work per byte, read at
-// 0.80-1.18 of the bandwidth with prefetch (then T0, 2 KiB ahead) and
-// 0.51-0.78 without (bench_kernels matvec/q4_k|q6_k, 3 rounds). On the Intel
+// and by Q4_0 and the K-quants always (Format::kAlwaysPrefetch). Each thread
+// streams a contiguous share of a call's panels
+// (ThreadPool::parallel_for_shares). On the Zen 5 host the hardware
+// prefetchers followed that well enough for Q8_0 (decode with prefetch over
+// without 0.99-1.00, bench_kernels decode_prefetch_ab, 4 paired runs), but
+// not for the formats with more work per byte: Q4_0 decoded 1.03-1.09x as
+// fast with it (the same 4 runs), and the K-quants read at 0.80-1.18 of the
+// bandwidth with prefetch (then T0, 2 KiB ahead) and 0.51-0.78 without
+// (matvec/q4_k|q6_k, 3 rounds). On the Intel
 // host, 4-16 KiB ahead into L2 decoded alike (tinyllama Q4_0 bench) and
 // 2 KiB less; the K-quants read the same with T0 2 KiB and T1 8 KiB within
 // the noise (matvec/q4_k|q6_k, 2 rounds alternated).
@@ -140,10 +143,12 @@ struct Q8_0 {
 
 // Decode (T = 1) keeps the high nibbles 16 times over (nibbles_hi16) and
 // shifts its sum down once per block; several tokens share one shift per
-// vector instead (unpack_nibbles), so each token's sum needs none.
+// vector instead (unpack_nibbles), so each token's sum needs none. Twice
+// Q8_0's instructions per byte leave the core half the lookahead into the
+// stream, so it prefetches on every CPU (see prefetch).
 struct Q4_0 {
   static constexpr const QuantLayout& kLayout = kQ4_0Layout;
-  static constexpr bool kTwoScales = false, kFoldedOffset = true, kAlwaysPrefetch = false;
+  static constexpr bool kTwoScales = false, kFoldedOffset = true, kAlwaysPrefetch = true;
   static constexpr int kTileTokens = 16;
   static constexpr int kHighShift = 4;
   static constexpr float kCodeZero = 8;

@@ -338,24 +338,31 @@ void decode_matmuls(benchmark::State& state, ModelShape m, TensorType type, bool
   state.counters["calls/token"] = static_cast<double>(step.calls());
 }
 
-// Software prefetch off against on (cpu.h: prefetch_weights), paired: every
-// iteration runs the engine's decode step (grouped, arena, team) both ways,
-// in alternating order, each followed by a read of the packed bytes. A pair
-// sees the same second of the host's bandwidth, which moves by tens of
-// percent between seconds, more than the difference in question.
+// A kernel setting (cpu.h) off against on, paired: every iteration runs the
+// engine's decode step (grouped, arena, team) both ways, in alternating
+// order, each followed by a read of the packed bytes. A pair sees the same
+// second of the host's bandwidth, which moves by tens of percent between
+// seconds, more than the differences in question.
 // "vs_read_off" / "vs_read_on": medians of each way's rate over its read;
-// "on_over_off": the median of the pairs' ratios of those. Q4_0 prefetches
-// either way (Format::kAlwaysPrefetch in matmul_avx512.cpp): its pair runs
-// the same kernels twice, the pairing's own noise.
-void decode_prefetch_ab(benchmark::State& state, ModelShape m, TensorType type) {
+// "on_over_off": the median of the pairs' ratios of those.
+// decode_prefetch_ab: prefetch_weights(). Q4_0 prefetches either way
+// (Format::kAlwaysPrefetch in matmul_avx512.cpp): its pair runs the same
+// kernels twice, the pairing's own noise.
+// decode_nta_ab: prefetch_non_temporal(), for the formats that prefetch.
+struct Setting {
+  bool (*get)();
+  void (*set)(bool);
+};
+
+void decode_setting_ab(benchmark::State& state, ModelShape m, TensorType type, Setting setting) {
   const DecodeStep step(m, type, true, true);
-  const bool initial = kernels::prefetch_weights();
+  const bool initial = setting.get();
   std::vector<kernels::MatmulJob> jobs[2];
   for (int on = 0; on < 2; ++on) {
-    kernels::set_prefetch_weights(on);
+    setting.set(on);
     jobs[on] = step.jobs();
   }
-  kernels::set_prefetch_weights(initial);
+  setting.set(initial);
   std::vector<double> vs_read[2], ratio;
   for (auto _ : state) {
     double frac[2], seconds = 0;
@@ -392,13 +399,22 @@ void register_decode_chains() {
             decode_matmuls, m, t, v.grouped, v.arena, v.team)
             ->UseManualTime()
             ->Unit(benchmark::kMillisecond);
-  for (const ModelShape& m : models)
-    for (TensorType t : {TensorType::Q8_0, TensorType::Q4_0})
-      benchmark::RegisterBenchmark(
-          (std::string("decode_prefetch_ab/") + m.name + "/" + std::string(gguf::type_info(t)->name)).c_str(),
-          decode_prefetch_ab, m, t)
-          ->UseManualTime()
-          ->Unit(benchmark::kMillisecond);
+  const struct {
+    const char* name;
+    Setting setting;
+    std::vector<TensorType> types;
+  } settings[] = {
+      {"decode_prefetch_ab/", {kernels::prefetch_weights, kernels::set_prefetch_weights}, {TensorType::Q8_0, TensorType::Q4_0}},
+      {"decode_nta_ab/",
+       {kernels::prefetch_non_temporal, kernels::set_prefetch_non_temporal},
+       {TensorType::Q4_0, TensorType::Q4_K, TensorType::Q6_K}}};
+  for (const auto& s : settings)
+    for (const ModelShape& m : models)
+      for (TensorType t : s.types)
+        benchmark::RegisterBenchmark((s.name + std::string(m.name) + "/" + std::string(gguf::type_info(t)->name)).c_str(),
+                                     decode_setting_ab, m, t, s.setting)
+            ->UseManualTime()
+            ->Unit(benchmark::kMillisecond);
 }
 
 void BM_ReadBandwidth(benchmark::State& state) {

@@ -72,12 +72,13 @@ bool amd_cores() {
   return v == "AuthenticAMD" || v == "HygonGenuine";
 }
 
-bool prefetch_from_env() {
-  const char* env = std::getenv("LLMSERVE_PREFETCH");
-  if (env == nullptr || *env == 0) return !amd_cores();
+// A 0|1 setting from the environment, `unset` where it is absent or empty.
+bool flag_from_env(const char* name, bool unset) {
+  const char* env = std::getenv(name);
+  if (env == nullptr || *env == 0) return unset;
   const std::string_view s(env);
   if (s == "0" || s == "1") return s == "1";
-  throw Error("LLMSERVE_PREFETCH=" + std::string(s) + ": expected 0 or 1");
+  throw Error(std::string(name) + "=" + std::string(s) + ": expected 0 or 1");
 }
 
 // AMX-TILE, AMX-BF16 and AVX512-BF16, tile state in XCR0 (XTILECFG and
@@ -92,21 +93,18 @@ bool detect_amx_bf16() {
   return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
 }
 
-bool amx_from_env() {
-  const char* env = std::getenv("LLMSERVE_AMX");
-  if (env == nullptr || *env == 0) return true;
-  const std::string_view s(env);
-  if (s == "0" || s == "1") return s == "1";
-  throw Error("LLMSERVE_AMX=" + std::string(s) + ": expected 0 or 1");
-}
-
 std::atomic<bool>& amx() {
-  static std::atomic<bool> on{amx_from_env() && amx_bf16_detected()};
+  static std::atomic<bool> on{flag_from_env("LLMSERVE_AMX", true) && amx_bf16_detected()};
   return on;
 }
 
 std::atomic<bool>& prefetch() {
-  static std::atomic<bool> on{prefetch_from_env()};
+  static std::atomic<bool> on{flag_from_env("LLMSERVE_PREFETCH", !amd_cores())};
+  return on;
+}
+
+std::atomic<bool>& prefetch_nta() {
+  static std::atomic<bool> on{flag_from_env("LLMSERVE_PREFETCH_NTA", amd_cores())};
   return on;
 }
 
@@ -142,6 +140,10 @@ Isa set_isa(Isa isa) {
 bool prefetch_weights() { return prefetch().load(std::memory_order_relaxed); }
 
 void set_prefetch_weights(bool on) { prefetch().store(on, std::memory_order_relaxed); }
+
+bool prefetch_non_temporal() { return prefetch_nta().load(std::memory_order_relaxed); }
+
+void set_prefetch_non_temporal(bool on) { prefetch_nta().store(on, std::memory_order_relaxed); }
 
 bool amx_bf16_detected() {
   static const bool detected = detect_amx_bf16();

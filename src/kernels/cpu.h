@@ -45,6 +45,19 @@ bool prefetch_weights();
 // Forces the setting. Like set_isa(): call it between ops.
 void set_prefetch_weights(bool on);
 
+// Whether that prefetch is non-temporal (prefetchnta: into L1, marked to
+// leave the caches first) instead of into L2 (prefetcht1). Every weight is
+// read once per token, so nothing is lost by keeping it out of the way.
+//  - AMD Zen 5: NTA over T1 at 8 KiB ahead, the decode step's matmuls
+//    1.01-1.07x as fast for Q4_0, 1.07-1.13x for Q4_K, 1.09-1.20x for Q6_K
+//    (bench_kernels decode_nta_ab, tinyllama and stories110m shapes, 3
+//    paired runs each); 4 and 6 KiB ahead, or T0, did no better for Q4_0;
+//  - Intel Xeon: measured with T1 only (the figures above).
+// So: on where the CPU is AMD's (or Hygon's). LLMSERVE_PREFETCH_NTA=0|1 in
+// the environment at first use overrides that.
+bool prefetch_non_temporal();
+void set_prefetch_non_temporal(bool on);
+
 // Whether matmuls may run prompt tokens through AMX-BF16 tiles (matmul.h,
 // MatmulJob): the CPU has AMX-TILE, AMX-BF16 and AVX512-BF16, the OS saves
 // tile state and granted this process the tile data permission (Linux

@@ -207,6 +207,7 @@ MatmulJob::MatmulJob(std::span<const MatmulTarget> targets, const float* x, int6
   if (targets.empty() || n_tokens <= 0) return;
   kernels_ = &matmul_kernels(active_isa());
   prefetch_ = prefetch_weights();
+  nta_ = prefetch_non_temporal();
   cols_ = targets[0].w->cols;
   bool any_quantized = false, all_quantized = true;
   for (const MatmulTarget& t : targets) {
@@ -346,7 +347,7 @@ void MatmulJob::run_chunk(int64_t c) const {
 
   // Widened panels are in L2 already: no prefetching them.
   const bool widened = panels.layout.format != format;
-  const PanelKernel kernel = kernels_->panel[prefetch_ && !widened][static_cast<int>(panels.layout.format)];
+  const PanelKernel kernel = kernels_->panel[prefetch_ && !widened][nta_][static_cast<int>(panels.layout.format)];
   PanelArgs a{};
   a.n_panels = panels.n;
   a.x_stride = quantized ? nb : cols_;

@@ -163,7 +163,7 @@ class MatmulJob {
 
   MatmulJob() = default;
   // Throws Error for unsupported types, mismatched shapes, more than
-  // kMaxTargets targets, or a bad LLMSERVE_ISA / LLMSERVE_PREFETCH (the
+  // kMaxTargets targets, or a bad LLMSERVE_ISA / LLMSERVE_PREFETCH(_NTA) (the
   // job picks its kernels here, so no worker thread meets that first). x and
   // acts (acts_blocks() blocks) stay the caller's; nothing is copied or
   // allocated.
@@ -195,7 +195,7 @@ class MatmulJob {
 
   Target targets_[kMaxTargets] = {};
   const MatmulKernels* kernels_ = nullptr;
-  bool prefetch_ = false;  // which of kernels_->panel
+  bool prefetch_ = false, nta_ = false;  // which of kernels_->panel
   int n_targets_ = 0;
   // Chunk c is run c / (bf16_blocks_ + token_blocks_) of chunk_panels_
   // panels times one block of tokens: the bf16 tokens [0, n_bf16_) in

@@ -39,7 +39,8 @@ __m512i dot4(__m512i acc, __m512i u, const int8_t* s) {
   return acc;
 }
 
-// The kBytes of a panel at p, fetched into L2 kPrefetchBytes ahead of use:
+// The kBytes of a panel at p, fetched kPrefetchBytes ahead of use, into L2
+// or, kNta, non-temporally (cpu.h: prefetch_non_temporal()):
 // by every kernel when prefetch_weights() is on (cpu.h says where it pays),
 // and by Q4_0 and the K-quants always (Format::kAlwaysPrefetch). Each thread
 // streams a contiguous share of a call's panels
@@ -54,9 +55,10 @@ __m512i dot4(__m512i acc, __m512i u, const int8_t* s) {
 // 2 KiB less; the K-quants read the same with T0 2 KiB and T1 8 KiB within
 // the noise (matvec/q4_k|q6_k, 2 rounds alternated).
 constexpr int kPrefetchBytes = 8192;
-template <int64_t kBytes>
+template <int64_t kBytes, bool kNta>
 void prefetch(const uint8_t* p) {
-  for (int l = 0; l < kBytes; l += 64) _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBytes + l), _MM_HINT_T1);
+  for (int l = 0; l < kBytes; l += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBytes + l), kNta ? _MM_HINT_NTA : _MM_HINT_T1);
 }
 
 // Token t's 16 row results of panel i of the run: written, or added to y
@@ -316,7 +318,7 @@ template <class Format, int T>
 // (decode has only one token). The panel is walked group by group, so a
 // block's offsets within its group are constants: index arithmetic in the
 // loop cost decode 13% of its tokens/s.
-template <class Format, bool kPrefetch, int T>
+template <class Format, bool kPrefetch, bool kNta, int T>
 void quant_tile(const PanelArgs& a, int64_t t0) {
   constexpr QuantLayout layout = Format::kLayout;
   constexpr int64_t kGroupBlocks = layout.group_blocks;
@@ -333,7 +335,7 @@ void quant_tile(const PanelArgs& a, int64_t t0) {
     for (int64_t i = 0; i < kGroupBlocks && b0 + i < nb; ++i) {
       // Issued from inside the block loop: written before it, GCC 12 kept it
       // for the first group only.
-      if ((kPrefetch || Format::kAlwaysPrefetch) && i == 0) prefetch<layout.group_bytes>(group);
+      if ((kPrefetch || Format::kAlwaysPrefetch) && i == 0) prefetch<layout.group_bytes, kNta>(group);
       if constexpr (T > 1) asm("" : "+m"(acc), "+m"(off));  // in memory (see above)
       Block k;
       Format::template load<T>(group, i, k);
@@ -345,9 +347,9 @@ void quant_tile(const PanelArgs& a, int64_t t0) {
 // Each group of activations (kActGroup tokens) in tiles of as even a size
 // as Format::kTileTokens allows; a tile of one token only for a group of
 // one.
-template <class Format, bool kPrefetch, int... T>
+template <class Format, bool kPrefetch, bool kNta, int... T>
 void panel_quant_impl(const PanelArgs& a, std::integer_sequence<int, T...>) {
-  static constexpr void (*tiles[])(const PanelArgs&, int64_t) = {quant_tile<Format, kPrefetch, T + 1>...};
+  static constexpr void (*tiles[])(const PanelArgs&, int64_t) = {quant_tile<Format, kPrefetch, kNta, T + 1>...};
   for (int64_t g0 = 0; g0 < a.n_tokens; g0 += kActGroup) {
     const int64_t w = act_group_width(g0, a.n_tokens), n_tiles = (w + Format::kTileTokens - 1) / Format::kTileTokens;
     for (int64_t i = 0; i < n_tiles; ++i) {
@@ -357,10 +359,10 @@ void panel_quant_impl(const PanelArgs& a, std::integer_sequence<int, T...>) {
   }
 }
 
-template <class Format, bool kPrefetch>
+template <class Format, bool kPrefetch, bool kNta>
 void panel_quant(const PanelArgs& a) {
   static_assert(Format::kTileTokens >= 2 && Format::kTileTokens <= kActGroup);
-  panel_quant_impl<Format, kPrefetch>(a, std::make_integer_sequence<int, Format::kTileTokens>());
+  panel_quant_impl<Format, kPrefetch, kNta>(a, std::make_integer_sequence<int, Format::kTileTokens>());
 }
 
 struct F32 {
@@ -388,7 +390,7 @@ struct BF16 {
 // x 48 tokens from L2; bf16 and f16 1.1x). The columns alternate between
 // two chains per token, which halves the FMA latency decode sees; the same
 // for every T and P, so results do not depend on the batch (see quant_tile).
-template <class Format, bool kPrefetch, int P, int T>
+template <class Format, bool kPrefetch, bool kNta, int P, int T>
 void float_tile(const PanelArgs& a, int64_t p0, int64_t t0) {
   constexpr int C = 2;
   __m512 acc[C][P][T];
@@ -410,7 +412,7 @@ void float_tile(const PanelArgs& a, int64_t p0, int64_t t0) {
   for (; c + C <= a.cols; c += C) {
     if (kPrefetch)
       for (int p = 0; p < P; ++p)
-        prefetch<C * Format::kColumnBytes>(panel + p * a.panel_stride + c * Format::kColumnBytes);
+        prefetch<C * Format::kColumnBytes, kNta>(panel + p * a.panel_stride + c * Format::kColumnBytes);
     for (int u = 0; u < C; ++u) column(u, c + u);
   }
   for (; c < a.cols; ++c) column(0, c);
@@ -427,10 +429,10 @@ void float_tile(const PanelArgs& a, int64_t p0, int64_t t0) {
 // a time, the stream the hardware prefetchers follow best.
 constexpr int kFloatPanels = 2, kFloatTokens = 6;
 
-template <class Format, bool kPrefetch, int... T>
+template <class Format, bool kPrefetch, bool kNta, int... T>
 void panel_float_impl(const PanelArgs& a, std::integer_sequence<int, T...>) {
   static constexpr void (*tiles[kFloatPanels][kFloatTokens])(const PanelArgs&, int64_t, int64_t) = {
-      {float_tile<Format, kPrefetch, 1, T + 1>...}, {float_tile<Format, kPrefetch, 2, T + 1>...}};
+      {float_tile<Format, kPrefetch, kNta, 1, T + 1>...}, {float_tile<Format, kPrefetch, kNta, 2, T + 1>...}};
   const int64_t panels_per_tile = a.n_tokens > 1 ? kFloatPanels : 1;
   // Tiles of as even a size as kFloatTokens allows: 32 tokens as 6+6+5+5+5+5,
   // not 6 x 5 + 2, whose 2-token tile made 11% of an f16 prefill's time.
@@ -444,9 +446,9 @@ void panel_float_impl(const PanelArgs& a, std::integer_sequence<int, T...>) {
   }
 }
 
-template <class Format, bool kPrefetch>
+template <class Format, bool kPrefetch, bool kNta>
 void panel_float(const PanelArgs& a) {
-  panel_float_impl<Format, kPrefetch>(a, std::make_integer_sequence<int, kFloatTokens>());
+  panel_float_impl<Format, kPrefetch, kNta>(a, std::make_integer_sequence<int, kFloatTokens>());
 }
 
 template <class Format>
@@ -513,14 +515,19 @@ template <class Format>
   }
 }
 
-template <bool kPrefetch>
-constexpr PanelKernels kPanels = {each_panel<panel_quant<Q8_0, kPrefetch>>, each_panel<panel_quant<Q4_0, kPrefetch>>,
-                                  each_panel<panel_quant<Q4_K, kPrefetch>>, each_panel<panel_quant<Q6_K, kPrefetch>>,
-                                  panel_float<F32, kPrefetch>,             panel_float<F16, kPrefetch>,
-                                  panel_float<BF16, kPrefetch>};
+template <bool kPrefetch, bool kNta>
+constexpr PanelKernels kPanels = {
+    each_panel<panel_quant<Q8_0, kPrefetch, kNta>>, each_panel<panel_quant<Q4_0, kPrefetch, kNta>>,
+    each_panel<panel_quant<Q4_K, kPrefetch, kNta>>, each_panel<panel_quant<Q6_K, kPrefetch, kNta>>,
+    panel_float<F32, kPrefetch, kNta>,             panel_float<F16, kPrefetch, kNta>,
+    panel_float<BF16, kPrefetch, kNta>};
 
 }  // namespace
 
-const MatmulKernels kMatmulKernels = {quantize, widen, {kPanels<false>, kPanels<true>}, row_to_bf16, dequant_bf16};
+const MatmulKernels kMatmulKernels = {quantize,
+                                      widen,
+                                      {{kPanels<false, false>, kPanels<false, true>}, {kPanels<true, false>, kPanels<true, true>}},
+                                      row_to_bf16,
+                                      dequant_bf16};
 
 }  // namespace llmserve::kernels::avx512

@@ -195,9 +195,11 @@ struct MatmulKernels {
   // f32 kernel then runs without a conversion per weight vector and token
   // tile (see matmul.cpp). Null where the ISA does not widen.
   void (*widen)(PanelFormat from, const uint8_t* panel, int64_t cols, float* out);
-  // Per format: [0] as the ISA streams weights by default, [1] prefetching
-  // them in software (cpu.h: prefetch_weights()). Same results either way.
-  PanelKernels panel[2];
+  // Per format: [p][n], p: whether every format prefetches its weights in
+  // software (cpu.h: prefetch_weights()) or only those that always do; n:
+  // whether that prefetch is non-temporal (prefetch_non_temporal()). Same
+  // results every way.
+  PanelKernels panel[2][2];
   // The AMX-BF16 path (null where the ISA has none; run only where
   // use_amx_bf16()): one token's row of `cols` floats rounded to bf16, block
   // b's 32 values at out + b * kBf16TileValues; and one quantized panel

@@ -28,6 +28,7 @@ namespace {
 using gguf::TensorType;
 using llmserve::testing::IsaGuard;
 using llmserve::testing::PrefetchGuard;
+using llmserve::testing::PrefetchNtaGuard;
 
 struct Shape {
   int64_t rows, cols, n_tokens;
@@ -91,12 +92,15 @@ TEST_P(MatmulTest, MatchesReference) {
     EXPECT_EQ(prepared.packed != nullptr, has_own_panel_format(type));
     matmul(prepared, x.data(), s.n_tokens, y.data(), pool);
     EXPECT_EQ(y, y_unprepared) << "prepared and on-the-fly panels must give identical results";
-    {
-      PrefetchGuard other(!prefetch_weights());
-      std::vector<float> y_other(n_out);
-      matmul(prepared, x.data(), s.n_tokens, y_other.data(), pool);
-      EXPECT_EQ(y, y_other) << "software prefetch on and off must give identical results";
-    }
+    for (const bool all : {false, true})
+      for (const bool nta : {false, true}) {
+        PrefetchGuard formats(all);
+        PrefetchNtaGuard hint(nta);
+        std::vector<float> y_other(n_out);
+        matmul(prepared, x.data(), s.n_tokens, y_other.data(), pool);
+        EXPECT_EQ(y, y_other) << "every software prefetch setting must give identical results (all " << all
+                              << ", nta " << nta << ")";
+      }
 
     // Batch invariance: each token alone gives the same bits (batched decode
     // must produce what decoding alone produces).

@@ -40,10 +40,14 @@ __m512i dot4(__m512i acc, __m512i u, const int8_t* s) {
 }
 
 // The kBytes of a panel at p, fetched kPrefetchBytes ahead of use, into L2
-// or, kNta, non-temporally (cpu.h: prefetch_non_temporal()):
-// by every kernel when prefetch_weights() is on (cpu.h says where it pays),
-// and by Q4_0 and the K-quants always (Format::kAlwaysPrefetch). Each thread
-// streams a contiguous share of a call's panels
+// or, kNta, non-temporally (cpu.h: prefetch_non_temporal()). Non-temporal
+// only for tiles of one token, which read a panel once: tiles of several
+// tokens reread a chunk's panels tile after tile, and with NTA lines
+// leaving L2 early Q4_0's matmul of 512 tokens ran 10-18% slower (Q4_K
+// 3-7%; bench_kernels matmul/M/5632x2048/512, 3 rounds alternated).
+// Every kernel prefetches when prefetch_weights() is on (cpu.h says where
+// it pays), Q4_0 and the K-quants always (Format::kAlwaysPrefetch). Each
+// thread streams a contiguous share of a call's panels
 // (ThreadPool::parallel_for_shares). On the Zen 5 host the hardware
 // prefetchers followed that well enough for Q8_0 (decode with prefetch over
 // without 0.99-1.00, bench_kernels decode_prefetch_ab, 4 paired runs), but
@@ -335,7 +339,7 @@ void quant_tile(const PanelArgs& a, int64_t t0) {
     for (int64_t i = 0; i < kGroupBlocks && b0 + i < nb; ++i) {
       // Issued from inside the block loop: written before it, GCC 12 kept it
       // for the first group only.
-      if ((kPrefetch || Format::kAlwaysPrefetch) && i == 0) prefetch<layout.group_bytes, kNta>(group);
+      if ((kPrefetch || Format::kAlwaysPrefetch) && i == 0) prefetch<layout.group_bytes, kNta && T == 1>(group);
       if constexpr (T > 1) asm("" : "+m"(acc), "+m"(off));  // in memory (see above)
       Block k;
       Format::template load<T>(group, i, k);
@@ -412,7 +416,7 @@ void float_tile(const PanelArgs& a, int64_t p0, int64_t t0) {
   for (; c + C <= a.cols; c += C) {
     if (kPrefetch)
       for (int p = 0; p < P; ++p)
-        prefetch<C * Format::kColumnBytes, kNta>(panel + p * a.panel_stride + c * Format::kColumnBytes);
+        prefetch<C * Format::kColumnBytes, kNta && P == 1 && T == 1>(panel + p * a.panel_stride + c * Format::kColumnBytes);
     for (int u = 0; u < C; ++u) column(u, c + u);
   }
   for (; c < a.cols; ++c) column(0, c);

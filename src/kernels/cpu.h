@@ -45,9 +45,11 @@ bool prefetch_weights();
 // Forces the setting. Like set_isa(): call it between ops.
 void set_prefetch_weights(bool on);
 
-// Whether that prefetch is non-temporal (prefetchnta: into L1, marked to
-// leave the caches first) instead of into L2 (prefetcht1). Every weight is
-// read once per token, so nothing is lost by keeping it out of the way.
+// Whether decode's prefetch (tiles of one token) is non-temporal
+// (prefetchnta: into L1, marked to leave the caches first) instead of into
+// L2 (prefetcht1). Decode reads every weight once per token, so nothing is
+// lost by keeping it out of the way; tiles of several tokens reread their
+// panels and always use T1 (matmul_avx512.cpp: prefetch).
 //  - AMD Zen 5: NTA over T1 at 8 KiB ahead, the decode step's matmuls
 //    1.01-1.07x as fast for Q4_0, 1.07-1.13x for Q4_K, 1.09-1.20x for Q6_K
 //    (bench_kernels decode_nta_ab, tinyllama and stories110m shapes, 3

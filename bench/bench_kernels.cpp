@@ -404,15 +404,18 @@ void register_decode_chains() {
     Setting setting;
     std::vector<TensorType> types;
   } settings[] = {
-      {"decode_prefetch_ab/", {kernels::prefetch_weights, kernels::set_prefetch_weights}, {TensorType::Q8_0, TensorType::Q4_0}},
+      {"decode_prefetch_ab/",
+       {kernels::prefetch_weights, kernels::set_prefetch_weights},
+       {TensorType::Q8_0, TensorType::Q4_0}},
       {"decode_nta_ab/",
        {kernels::prefetch_non_temporal, kernels::set_prefetch_non_temporal},
        {TensorType::Q4_0, TensorType::Q4_K, TensorType::Q6_K}}};
   for (const auto& s : settings)
     for (const ModelShape& m : models)
       for (TensorType t : s.types)
-        benchmark::RegisterBenchmark((s.name + std::string(m.name) + "/" + std::string(gguf::type_info(t)->name)).c_str(),
-                                     decode_setting_ab, m, t, s.setting)
+        benchmark::RegisterBenchmark(
+            (s.name + std::string(m.name) + "/" + std::string(gguf::type_info(t)->name)).c_str(), decode_setting_ab,
+            m, t, s.setting)
             ->UseManualTime()
             ->Unit(benchmark::kMillisecond);
 }

@@ -28,9 +28,9 @@ Isa active_isa();
 Isa set_isa(Isa isa);
 
 // Whether the AVX-512 matmul kernels prefetch the weight panels they stream
-// in software (8 KiB ahead, into L2) for every format; without it only Q4_0
-// and the K-quants do, and Q8_0 and the float formats rely on the hardware
-// prefetchers. Decode streams every weight once per token, so this decides
+// in software (8 KiB ahead; prefetch_non_temporal() says into which cache)
+// for every format; without it only Q4_0 and the K-quants do, and Q8_0 and
+// the float formats rely on the hardware prefetchers. Decode streams every weight once per token, so this decides
 // how close to the read bandwidth it gets, and the best choice is the CPU's:
 //  - Intel Xeon (the 2-vCPU host of this project's Intel rounds): with it,
 //    tinyllama Q4_0 decode went from 0.60-0.62 to 0.83-0.86 of the read
@@ -54,6 +54,7 @@ void set_prefetch_weights(bool on);
 //    1.01-1.07x as fast for Q4_0, 1.07-1.13x for Q4_K, 1.09-1.20x for Q6_K
 //    (bench_kernels decode_nta_ab, tinyllama and stories110m shapes, 3
 //    paired runs each); 4 and 6 KiB ahead, or T0, did no better for Q4_0;
+//  - AMD Zen 4: not measured;
 //  - Intel Xeon: measured with T1 only (the figures above).
 // So: on where the CPU is AMD's (or Hygon's). LLMSERVE_PREFETCH_NTA=0|1 in
 // the environment at first use overrides that.

@@ -415,8 +415,10 @@ void float_tile(const PanelArgs& a, int64_t p0, int64_t t0) {
   int64_t c = 0;
   for (; c + C <= a.cols; c += C) {
     if (kPrefetch)
-      for (int p = 0; p < P; ++p)
-        prefetch<C * Format::kColumnBytes, kNta && P == 1 && T == 1>(panel + p * a.panel_stride + c * Format::kColumnBytes);
+      for (int p = 0; p < P; ++p) {
+        const uint8_t* column_pair = panel + p * a.panel_stride + c * Format::kColumnBytes;
+        prefetch<C * Format::kColumnBytes, kNta && P == 1 && T == 1>(column_pair);
+      }
     for (int u = 0; u < C; ++u) column(u, c + u);
   }
   for (; c < a.cols; ++c) column(0, c);
@@ -528,10 +530,11 @@ constexpr PanelKernels kPanels = {
 
 }  // namespace
 
-const MatmulKernels kMatmulKernels = {quantize,
-                                      widen,
-                                      {{kPanels<false, false>, kPanels<false, true>}, {kPanels<true, false>, kPanels<true, true>}},
-                                      row_to_bf16,
-                                      dequant_bf16};
+const MatmulKernels kMatmulKernels = {
+    quantize,
+    widen,
+    {{kPanels<false, false>, kPanels<false, true>}, {kPanels<true, false>, kPanels<true, true>}},
+    row_to_bf16,
+    dequant_bf16};
 
 }  // namespace llmserve::kernels::avx512

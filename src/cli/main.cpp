@@ -18,11 +18,12 @@ int main(int argc, char** argv) {
   llmserve::cli::add_bench_serve(app);
   try {
     // The kernels' environment settings (LLMSERVE_ISA, LLMSERVE_PREFETCH,
-    // LLMSERVE_PREFETCH_NTA), read now: a bad value is then one error at
-    // startup, not a server that starts and fails every request.
+    // LLMSERVE_PREFETCH_NTA, LLMSERVE_AMX), read now: a bad value is then
+    // one error at startup, not a server that starts and fails every request.
     llmserve::kernels::active_isa();
     llmserve::kernels::prefetch_weights();
     llmserve::kernels::prefetch_non_temporal();
+    llmserve::kernels::use_amx_bf16();
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);

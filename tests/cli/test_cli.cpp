@@ -127,7 +127,8 @@ TEST(Cli, BadKernelEnvironmentIsAClearErrorAtStartup) {
   const std::pair<std::string, std::string> cases[] = {
       {"LLMSERVE_ISA=foo", "error: LLMSERVE_ISA=foo: expected scalar, avx2 or avx512"},
       {"LLMSERVE_PREFETCH=2", "error: LLMSERVE_PREFETCH=2: expected 0 or 1"},
-      {"LLMSERVE_PREFETCH_NTA=x", "error: LLMSERVE_PREFETCH_NTA=x: expected 0 or 1"}};
+      {"LLMSERVE_PREFETCH_NTA=x", "error: LLMSERVE_PREFETCH_NTA=x: expected 0 or 1"},
+      {"LLMSERVE_AMX=yes", "error: LLMSERVE_AMX=yes: expected 0 or 1"}};
   for (const auto& [env, message] : cases) {
     const Result r = run("inspect " + temp_path("absent.gguf"), env);
     EXPECT_EQ(r.exit_code, 1) << env << ": " << r.out;

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "core/fp16.h"
+#include "core/stats.h"
 #include "core/thread_pool.h"
 #include "gguf/quant.h"
 #include "kernels/attention.h"
@@ -58,13 +59,6 @@ ThreadPool& pool() {
 double read_bandwidth_gbs() {
   static const double gbs = kernels::measure_read_bandwidth(pool(), size_t{1} << 30, 5);
   return gbs;
-}
-
-// The median (upper, for an even count) of v; 0 for none.
-double median_of(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-  return v[v.size() / 2];
 }
 
 // Random weights of `type` made by quantizing Gaussian values where the
@@ -160,7 +154,7 @@ void matvec(benchmark::State& state, TensorType type, int64_t rows, int64_t cols
   state.SetBytesProcessed(static_cast<int64_t>(bytes * state.iterations()));
   state.counters["roofline"] = benchmark::Counter(bytes * state.iterations() / (read_bandwidth_gbs() * 1e9),
                                                   benchmark::Counter::kIsRate);
-  if (!vs_read.empty()) state.counters["vs_read"] = median_of(vs_read);
+  if (!vs_read.empty()) state.counters["vs_read"] = median(vs_read);
 }
 
 // bf16: the tokens as prompt tokens, through AMX-BF16 tiles (matmul.h).
@@ -377,9 +371,9 @@ void decode_setting_ab(benchmark::State& state, ModelShape m, TensorType type, S
     ratio.push_back(frac[1] / frac[0]);
     state.SetIterationTime(seconds / 2);
   }
-  state.counters["vs_read_off"] = median_of(vs_read[0]);
-  state.counters["vs_read_on"] = median_of(vs_read[1]);
-  state.counters["on_over_off"] = median_of(ratio);
+  state.counters["vs_read_off"] = median(vs_read[0]);
+  state.counters["vs_read_on"] = median(vs_read[1]);
+  state.counters["on_over_off"] = median(ratio);
 }
 
 void register_decode_chains() {

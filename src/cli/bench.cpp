@@ -12,6 +12,7 @@
 #include "cli/commands.h"
 #include "cli/default_model.h"
 #include "core/error.h"
+#include "core/stats.h"
 #include "core/thread_pool.h"
 #include "gguf/types.h"
 #include "kernels/ops.h"
@@ -39,13 +40,6 @@ double prefill_flops(const model::Model& m, uint64_t matmul_params, int d, int p
 
 bool is_float_type(gguf::TensorType t) {
   return t == gguf::TensorType::F32 || t == gguf::TensorType::F16 || t == gguf::TensorType::BF16;
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 void run_single_bench(const BenchOptions& o) {

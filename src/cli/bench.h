@@ -34,7 +34,6 @@ constexpr size_t kReadProbeBytes = size_t{1} << 30;
 void run_single_bench(const BenchOptions& o);  // bench.cpp
 void run_batch_bench(const BenchOptions& o);   // bench_batch.cpp
 
-double median(std::vector<double> v);
 // F32, F16, BF16: weights whose peak is the f32 FMA rate, not the int8 one.
 bool is_float_type(gguf::TensorType t);
 

@@ -15,6 +15,7 @@
 #include "cli/bench.h"
 #include "cli/default_model.h"
 #include "core/error.h"
+#include "core/stats.h"
 #include "core/thread_pool.h"
 #include "engine/engine.h"
 #include "kernels/roofline.h"

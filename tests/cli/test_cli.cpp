@@ -1,5 +1,6 @@
 // The llmserve binary end to end: exit codes, error messages and output.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -142,8 +143,9 @@ TEST(Cli, UnknownShapeIsAClearError) {
   EXPECT_NE(r.out.find("unknown shape 'nope'"), std::string::npos) << r.out;
 }
 
-// bench --json carries every field the README documents, and -d is taken
-// into account (a context that does not fit is refused by name).
+// bench --json carries every field the README documents, the median read
+// within the range of the probe reads, and -d is taken into account (a
+// context that does not fit is refused by name).
 TEST(Cli, BenchJsonReportsTheRooflineFields) {
   const std::string model = temp_path("bench-tiny.gguf");
   ASSERT_EQ(run("gen-model --shape tiny --type q8_0 -o " + model).exit_code, 0);
@@ -152,8 +154,13 @@ TEST(Cli, BenchJsonReportsTheRooflineFields) {
   for (const char* field : {"\"pp_tps\":", "\"tg_tps\":", "\"bytes_per_token\":", "\"read_bw_gbs\":",
                             "\"roofline_frac\":", "\"pp_gflops\":", "\"peak_int8_gops\":", "\"peak_f32_gflops\":",
                             "\"peak_bf16_gflops\":", "\"pp_peak\":",
+                            "\"read_bw_min_gbs\":", "\"read_bw_max_gbs\":",
                             "\"pp_compute_frac\":", "\"type\":\"q8_0\"", "\"threads\":2", "\"depth\":4"})
     EXPECT_NE(r.out.find(field), std::string::npos) << field << " missing in " << r.out;
+  const auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
+  EXPECT_GT(j["read_bw_min_gbs"].get<double>(), 0);
+  EXPECT_LE(j["read_bw_min_gbs"].get<double>(), j["read_bw_gbs"].get<double>());
+  EXPECT_LE(j["read_bw_gbs"].get<double>(), j["read_bw_max_gbs"].get<double>());
   const Result too_deep = run("bench -m " + model + " -p 8 -n 4 -d 100000 --reps 1");
   EXPECT_EQ(too_deep.exit_code, 1) << too_deep.out;
   EXPECT_NE(too_deep.out.find("exceeds the model's context"), std::string::npos) << too_deep.out;

@@ -48,8 +48,6 @@ struct alignas(64) CacheLine {
 constexpr int64_t kDecodeChunkPanels = 8;
 constexpr int64_t kPrefillChunkPanels = 8;
 constexpr int64_t kTilePanels = kDecodeChunkPanels;  // chunks never straddle a tile
-static_assert(kDecodeChunkPanels * kPanelRows % kQBlock == 0 && kPrefillChunkPanels * kPanelRows % kQBlock == 0,
-              "a chunk's rows are whole activation blocks (MatmulJob::ChunkRows)");
 static_assert(kTilePanels % kPrefillChunkPanels == 0);
 constexpr int64_t kActivationBlockBytes = 256 << 10;
 // Tokens from which f16 / bf16 chunks are widened to f32 (MatmulKernels::
@@ -63,7 +61,6 @@ constexpr int64_t kWidenTokens = 128;
 // L2 with a block of bf16 tokens of about kActivationBlockBytes, a whole
 // number of 2-group tiles.
 constexpr int64_t kBf16ChunkPanels = 4;
-static_assert(kBf16ChunkPanels * kPanelRows % kQBlock == 0, "a chunk's rows are whole activation blocks");
 constexpr int64_t kBf16TileTokens = 32;
 
 }  // namespace
@@ -245,38 +242,15 @@ MatmulJob::MatmulJob(std::span<const MatmulTarget> targets, const float* x, int6
   bf16_blocks_ = (n_bf16_ + bf16_block_ - 1) / bf16_block_;
 }
 
-void MatmulJob::prepare_blocks(int64_t t, int64_t b0, int64_t b1) const {
+void MatmulJob::prepare_row(int64_t t) const {
   const int64_t nb = cols_ / kQBlock, n_int8 = n_tokens_ - n_bf16_;
-  const float* x = x_ + t * cols_ + b0 * kQBlock;
-  const int64_t cols = (b1 - b0) * kQBlock;
-  // Block b of a token sits a fixed stride after block b - 1 in both
-  // layouts (act_index, bf16_act_index), so a range starts at its first.
-  if (t < n_bf16_) kernels_->row_to_bf16(x, cols, bf16_acts_ + bf16_act_index(t, b0, nb));
+  if (t < n_bf16_) kernels_->row_to_bf16(x_ + t * cols_, cols_, bf16_acts_ + bf16_act_index(t, 0, nb));
   else if (acts_)
-    kernels_->quantize(x, cols, acts_ + act_index(t - n_bf16_, b0, n_int8, nb), act_group_width(t - n_bf16_, n_int8));
-}
-
-void MatmulJob::interleave_targets() {
-  for (int i = 1; i < n_targets_; ++i)
-    if (targets_[i].w->rows != targets_[0].w->rows)
-      throw Error("matmul: interleaved targets must have the same number of rows");
-  interleaved_ = true;
-}
-
-MatmulJob::ChunkRows MatmulJob::chunk_rows(int64_t c) const {
-  const int64_t blocks_per_run = bf16_blocks_ + token_blocks_;
-  const int64_t run = c / blocks_per_run, block = c % blocks_per_run;
-  const bool bf16 = block < bf16_blocks_;
-  const int64_t t0 = bf16 ? block * bf16_block_ : n_bf16_ + (block - bf16_blocks_) * token_block_;
-  const int64_t t1 = std::min(bf16 ? n_bf16_ : n_tokens_, t0 + (bf16 ? bf16_block_ : token_block_));
-  const auto [t, p0] = locate(run);
-  const int64_t per_target = interleaved_ ? n_targets_ : 1;
-  return {run / per_target * blocks_per_run + block, p0 * kPanelRows,
-          std::min(t->w->rows, (p0 + chunk_panels_) * kPanelRows), t0, t1};
+    kernels_->quantize(x_ + t * cols_, cols_, acts_ + act_index(t - n_bf16_, 0, n_int8, nb),
+                       act_group_width(t - n_bf16_, n_int8));
 }
 
 std::pair<const MatmulJob::Target*, int64_t> MatmulJob::locate(int64_t r) const {
-  if (interleaved_) return {&targets_[r % n_targets_], r / n_targets_ * chunk_panels_};
   int i = 0;
   while (i + 1 < n_targets_ && targets_[i + 1].first_run <= r) ++i;
   return {&targets_[i], (r - targets_[i].first_run) * chunk_panels_};
@@ -309,11 +283,11 @@ uint8_t* chunk_scratch(std::vector<CacheLine>& buf, const ChunkPanels& c) {
 // of tokens.
 void MatmulJob::run_chunk(int64_t c) const {
   const int64_t blocks_per_run = bf16_blocks_ + token_blocks_;
-  const int64_t run = c / blocks_per_run;
-  const bool bf16 = c % blocks_per_run < bf16_blocks_;
+  const int64_t run = c / blocks_per_run, block = c % blocks_per_run;
+  const bool bf16 = block < bf16_blocks_;
   // Token indices of the job; the int8 tokens' activations count from n_bf16_.
-  const ChunkRows span = chunk_rows(c);
-  const int64_t t_begin = span.token0, t_end = span.token1;
+  const int64_t t_begin = bf16 ? block * bf16_block_ : n_bf16_ + (block - bf16_blocks_) * token_block_;
+  const int64_t t_end = std::min(bf16 ? n_bf16_ : n_tokens_, t_begin + (bf16 ? bf16_block_ : token_block_));
   const auto [t, p0] = locate(run);
   const Matrix& w = *t->w;
   const PanelFormat format = panel_format(w.type);

@@ -179,29 +179,10 @@ class MatmulJob {
                   bf16_acts) {}
 
   // Quantizes (or rounds to bf16) token t's row of x; nothing for float weights.
-  void prepare_row(int64_t t) const { prepare_blocks(t, 0, cols_ / kQBlock); }
-  // The same for blocks [b0, b1) of the row only, columns [32 b0, 32 b1).
-  void prepare_blocks(int64_t t, int64_t b0, int64_t b1) const;
+  void prepare_row(int64_t t) const;
   int64_t chunks() const { return n_runs_ * (bf16_blocks_ + token_blocks_); }
   void run_chunk(int64_t c) const;
   bool uses_bf16() const { return n_bf16_ > 0; }
-
-  // Orders the runs of panels target after target for the same rows, so
-  // that a thread's share holds every target's rows together: chunk c
-  // covers rows [row0, row1) of one target for tokens [token0, token1), and
-  // each `group` of those rows and tokens has one chunk per target, within
-  // a few chunks of each other. A caller combines the targets' rows
-  // (SwiGLU's gate and up) once every chunk of a group is done, without a
-  // step of its own. Throws Error unless every target has the same rows.
-  void interleave_targets();
-  // row0 is a multiple of kQBlock: a group's rows are whole blocks of the
-  // activations a next matmul quantizes from them (prepare_blocks).
-  struct ChunkRows {
-    int64_t group, row0, row1, token0, token1;
-  };
-  ChunkRows chunk_rows(int64_t c) const;
-  int targets() const { return n_targets_; }
-  int64_t groups() const { return n_targets_ > 0 ? chunks() / n_targets_ : 0; }
 
  private:
   struct Target {
@@ -215,7 +196,6 @@ class MatmulJob {
   Target targets_[kMaxTargets] = {};
   const MatmulKernels* kernels_ = nullptr;
   bool prefetch_ = false, nta_ = false;  // which of kernels_->panel
-  bool interleaved_ = false;            // interleave_targets()
   int n_targets_ = 0;
   // Chunk c is run c / (bf16_blocks_ + token_blocks_) of chunk_panels_
   // panels times one block of tokens: the bf16 tokens [0, n_bf16_) in

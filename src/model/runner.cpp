@@ -11,9 +11,9 @@ namespace llmserve::model {
 
 namespace {
 
-// Steps of one forward pass (ThreadPool::run_team): the embedding, nine per
+// Steps of one forward pass (ThreadPool::run_team): the embedding, ten per
 // layer, and the output norm and projection.
-constexpr int kStepsPerLayer = 9;
+constexpr int kStepsPerLayer = 10;
 int forward_steps(int n_layer) { return 1 + kStepsPerLayer * n_layer + 2; }
 
 void add_bias(float* row, const std::vector<float>& bias) {
@@ -48,8 +48,6 @@ ModelRunner::ModelRunner(const Model& model, KvCache& kv, ThreadPool& pool, int 
   const int64_t widest = std::max({hp.dim, hp.q_dim(), hp.ffn_dim});
   acts_.resize(b * static_cast<size_t>(widest / kernels::kQBlock));
   bf16_acts_.resize(kernels::bf16_acts_values(max_tokens, widest) / 32);
-  down_acts_.resize(b * static_cast<size_t>(hp.ffn_dim / kernels::kQBlock));
-  down_bf16_acts_.resize(kernels::bf16_acts_values(max_tokens, hp.ffn_dim) / 32);
   jobs_.resize(hp.n_layer);
 }
 
@@ -131,14 +129,7 @@ std::span<float> ModelRunner::forward(std::span<const SeqBatch> batch) {
                 kernels::MatmulJob({{&lw.wo, out_.data()}}, att_.data(), n, acts_.data(), n_prompt, b16),
                 kernels::MatmulJob({{&lw.w_gate, gate_.data()}, {&lw.w_up, up_.data()}}, xn_.data(), n, acts_.data(),
                                    n_prompt, b16),
-                kernels::MatmulJob({{&lw.w_down, out_.data()}}, gate_.data(), n, down_acts_.data(), n_prompt,
-                                   down_bf16_acts_.data()->v)};
-    jobs_[l].gate_up.interleave_targets();
-  }
-  const int64_t groups = jobs_.empty() ? 0 : jobs_[0].gate_up.groups();
-  if (groups > gate_up_groups_) {
-    gate_up_done_.reset(new std::atomic<int>[groups]());
-    gate_up_groups_ = groups;
+                kernels::MatmulJob({{&lw.w_down, out_.data()}}, gate_.data(), n, acts_.data(), n_prompt, b16)};
   }
   logits_.resize(static_cast<size_t>(n_out) * hp.n_vocab);  // grows to its steady size once
   // The output projection's rows are the wanted logits in batch order, few
@@ -179,23 +170,10 @@ std::span<float> ModelRunner::forward(std::span<const SeqBatch> batch) {
         kernels::rmsnorm(row(x_, r, dim), lw.ffn_norm.data(), hp.rms_eps, dim, 1, row(xn_, r, dim));
         job.gate_up.prepare_row(r);
       });
-      // SwiGLU and the down projection's input, group by group as the last
-      // of a group's gate and up chunks is done, on that chunk's thread,
-      // which most often ran the other too (the chunks are adjacent in its
-      // share): no step of its own, in which one thread read both outputs,
-      // half of them from the other core's cache (see README: decode
-      // stories110m Q8_0 +2.4%, tinyllama Q4_0 +1.0%, in pairs).
-      team.share(job.gate_up.chunks(), [&](int64_t c) {
-        job.gate_up.run_chunk(c);
-        const kernels::MatmulJob::ChunkRows g = job.gate_up.chunk_rows(c);
-        // acq_rel: the last to arrive sees the other chunks' outputs.
-        if (gate_up_done_[g.group].fetch_add(1, std::memory_order_acq_rel) + 1 < job.gate_up.targets()) return;
-        gate_up_done_[g.group].store(0, std::memory_order_relaxed);  // for the next layer, steps later
-        for (int64_t t = g.token0; t < g.token1; ++t) {
-          float* gate = row(gate_, t, ffn) + g.row0;
-          kernels::silu_mul(gate, row(up_, t, ffn) + g.row0, g.row1 - g.row0, gate);
-          job.down.prepare_blocks(t, g.row0 / kernels::kQBlock, g.row1 / kernels::kQBlock);
-        }
+      run_matmul(team, job.gate_up);
+      team.share(n, [&](int64_t r) {
+        kernels::silu_mul(row(gate_, r, ffn), row(up_, r, ffn), ffn, row(gate_, r, ffn));
+        job.down.prepare_row(r);
       });
       run_matmul(team, job.down);
     }

@@ -5,9 +5,7 @@
 // together, so each weight matrix is streamed once per step whatever the
 // batch. Attention reads each sequence's KV through its block table. A
 // pass is one pool job (ThreadPool::run_team), its ops the job's steps.
-#include <atomic>
 #include <cstdint>
-#include <memory>
 #include <span>
 #include <vector>
 
@@ -64,24 +62,16 @@ class ModelRunner {
   std::vector<kernels::AttentionSeq> attn_seqs_;
   std::vector<float> x_, xn_, q_, k_, v_, att_, gate_, up_, out_, logits_;
   // A step's plans, made before its threads start: the layers' matmuls
-  // (quantizing their input into acts_, one at a time, but for the down
-  // projection's) and attention.
+  // (all quantizing their input into acts_, one at a time) and attention.
   struct LayerJobs {
     kernels::MatmulJob qkv, o, gate_up, down;
   };
   std::vector<LayerJobs> jobs_;
-  // gate_up's chunks done per group (MatmulJob::interleave_targets): the
-  // second of a group's two finishes its rows. Zero between steps.
-  std::unique_ptr<std::atomic<int>[]> gate_up_done_;
-  int64_t gate_up_groups_ = 0;
   std::vector<kernels::Q8Act> acts_;
   struct alignas(64) Bf16Line {
     uint16_t v[32];
   };
   std::vector<Bf16Line> bf16_acts_;  // the prompt rows' (MatmulJob's n_bf16)
-  // The down projection's input, prepared while gate_up still reads acts_.
-  std::vector<kernels::Q8Act> down_acts_;
-  std::vector<Bf16Line> down_bf16_acts_;
   kernels::AttentionJob attention_;
 };
 

@@ -13,7 +13,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <tuple>
 #include <vector>
 
@@ -221,70 +220,6 @@ TEST(MatmulTargets, MatchSeparateCalls) {
   EXPECT_THROW(matmul({{&ws[4], y.data()}, {&other, y.data()}}, x.data(), 1, pool), Error);
   const std::vector<MatmulTarget> many(MatmulJob::kMaxTargets + 1, MatmulTarget{&ws[4], y.data()});
   EXPECT_THROW(MatmulJob(many, x.data(), 1, nullptr), Error);
-}
-
-// interleave_targets (SwiGLU's gate and up): the same results as the plain
-// job; each group has one chunk per target, with the same rows and tokens,
-// and together the groups cover every (row, token) once, in whole
-// activation blocks. Targets of different heights are refused.
-// prepare_blocks over a row's block ranges writes what prepare_row does.
-TEST(MatmulTargets, InterleavedGroupsCoverTheRowsOnce) {
-  ThreadPool pool(2);
-  std::mt19937 rng(5);
-  const int64_t cols = 256, rows = 300;
-  std::vector<std::vector<uint8_t>> raw;
-  std::vector<Matrix> ws;
-  std::vector<PackedWeights> storage;
-  for (TensorType type : {TensorType::Q8_0, TensorType::Q4_0}) {
-    raw.push_back(llmserve::testing::random_rows(rng, type, rows, cols));
-    ws.push_back(Matrix{type, raw.back().data(), rows, cols, llmserve::testing::row_bytes_of(type, cols)});
-    storage.push_back(prepare(ws.back()));
-  }
-  for (int64_t n_tokens : {1, 40, 300}) {
-    const auto x = llmserve::testing::random_floats(rng, static_cast<size_t>(n_tokens * cols));
-    std::vector<float> gate(rows * n_tokens), up(rows * n_tokens), gate_alone(gate.size()), up_alone(up.size());
-    matmul(ws[0], x.data(), n_tokens, gate_alone.data(), pool);
-    matmul(ws[1], x.data(), n_tokens, up_alone.data(), pool);
-    const std::vector<MatmulTarget> targets{{&ws[0], gate.data()}, {&ws[1], up.data()}};
-    std::vector<Q8Act> acts(static_cast<size_t>(MatmulJob::acts_blocks(targets, n_tokens)));
-    MatmulJob job(targets, x.data(), n_tokens, acts.data());
-    job.interleave_targets();
-    for (int64_t t = 0; t < n_tokens; ++t) job.prepare_row(t);
-    ASSERT_EQ(job.chunks(), 2 * job.groups());
-    std::vector<std::vector<MatmulJob::ChunkRows>> groups(static_cast<size_t>(job.groups()));
-    for (int64_t c = job.chunks() - 1; c >= 0; --c) {
-      const MatmulJob::ChunkRows g = job.chunk_rows(c);
-      ASSERT_LT(g.group, job.groups());
-      groups[g.group].push_back(g);
-      job.run_chunk(c);
-    }
-    std::vector<int> seen(rows * n_tokens);
-    for (const auto& g : groups) {
-      ASSERT_EQ(g.size(), 2u);
-      EXPECT_EQ(std::make_pair(g[0].row0, g[0].row1), std::make_pair(g[1].row0, g[1].row1));
-      EXPECT_EQ(std::make_pair(g[0].token0, g[0].token1), std::make_pair(g[1].token0, g[1].token1));
-      EXPECT_EQ(g[0].row0 % kQBlock, 0);
-      for (int64_t t = g[0].token0; t < g[0].token1; ++t)
-        for (int64_t r = g[0].row0; r < g[0].row1; ++r) ++seen[t * rows + r];
-    }
-    EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), static_cast<int64_t>(seen.size())) << n_tokens << " tokens";
-    EXPECT_EQ(gate, gate_alone) << n_tokens << " tokens";
-    EXPECT_EQ(up, up_alone) << n_tokens << " tokens";
-
-    std::vector<Q8Act> by_blocks(acts.size());
-    const MatmulJob blockwise(targets, x.data(), n_tokens, by_blocks.data());
-    for (int64_t t = 0; t < n_tokens; ++t) {
-      blockwise.prepare_blocks(t, 3, cols / kQBlock);
-      blockwise.prepare_blocks(t, 0, 3);
-    }
-    EXPECT_EQ(std::memcmp(by_blocks.data(), acts.data(), acts.size() * sizeof(Q8Act)), 0) << n_tokens << " tokens";
-  }
-  std::vector<uint8_t> short_raw = llmserve::testing::random_rows(rng, TensorType::Q8_0, rows - 16, cols);
-  Matrix shorter{TensorType::Q8_0, short_raw.data(), rows - 16, cols, ws[0].row_bytes};
-  std::vector<float> y(rows), x(cols);
-  std::vector<Q8Act> acts(cols / kQBlock);
-  MatmulJob uneven({{&ws[0], y.data()}, {&shorter, y.data()}}, x.data(), 1, acts.data());
-  EXPECT_THROW(uneven.interleave_targets(), Error);
 }
 
 // prepare_all (how the model packs all its matrices into one allocation)

@@ -145,12 +145,13 @@ void run_single_bench(const BenchOptions& o) {
     std::printf(
         "{\"model\":\"%s\",\"type\":\"%s\",\"threads\":%d,\"pp\":%d,\"tg\":%d,\"depth\":%d,\"reps\":%d,"
         "\"pp_tps\":%.2f,\"pp_tps_min\":%.2f,\"tg_tps\":%.3f,\"tg_tps_min\":%.3f,\"bytes_per_token\":%llu,"
-        "\"read_bw_gbs\":%.3f,\"read_bw_min_gbs\":%.3f,\"read_bw_max_gbs\":%.3f,\"roofline_frac\":%.4f,\"pp_gflops\":%.2f,\"peak_int8_gops\":%.1f,"
+        "\"read_bw_gbs\":%.3f,\"read_bw_min_gbs\":%.3f,\"read_bw_max_gbs\":%.3f,\"roofline_frac\":%.4f,"
+        "\"pp_gflops\":%.2f,\"peak_int8_gops\":%.1f,"
         "\"peak_f32_gflops\":%.1f,\"peak_bf16_gflops\":%.1f,\"pp_peak\":\"%s\",\"pp_compute_frac\":%.4f}\n",
         model->file().path().c_str(), type_name.c_str(), threads, o.prompt_tokens, o.gen_tokens, o.depth, o.reps,
         pp_med, *std::min_element(pp.begin(), pp.end()), tg_med, *std::min_element(tg.begin(), tg.end()),
-        static_cast<unsigned long long>(fp.bytes), bw_med, read_min, read_max, roofline, pp_gflops, c.peak_int8_gops, c.peak_f32_gflops,
-        c.peak_bf16_gflops, peak_name, compute_frac);
+        static_cast<unsigned long long>(fp.bytes), bw_med, read_min, read_max, roofline, pp_gflops, c.peak_int8_gops,
+        c.peak_f32_gflops, c.peak_bf16_gflops, peak_name, compute_frac);
     return;
   }
   const std::string at = o.depth > 0 ? " @ d" + std::to_string(o.depth) : "";

@@ -30,8 +30,9 @@ Isa set_isa(Isa isa);
 // Whether the AVX-512 matmul kernels prefetch the weight panels they stream
 // in software (8 KiB ahead; prefetch_non_temporal() says into which cache)
 // for every format; without it only Q4_0 and the K-quants do, and Q8_0 and
-// the float formats rely on the hardware prefetchers. Decode streams every weight once per token, so this decides
-// how close to the read bandwidth it gets, and the best choice is the CPU's:
+// the float formats rely on the hardware prefetchers. Decode streams every
+// weight once per token, so this decides how close to the read bandwidth
+// it gets, and the best choice is the CPU's:
 //  - Intel Xeon (the 2-vCPU host of this project's Intel rounds): with it,
 //    tinyllama Q4_0 decode went from 0.60-0.62 to 0.83-0.86 of the read
 //    bandwidth, Q8_0 from 0.80-0.81 to 0.86-0.92 (bench, 3 alternated runs);

@@ -32,16 +32,20 @@ namespace {
 constexpr int kTokenBlock = 16;
 constexpr int64_t kPrefetchBytes = 2048;  // see matmul_avx512.cpp
 
-// Decode's software prefetch: every line of the panel, 8 KiB ahead into L2,
-// one prefetch beside each line's loads. On the Zen 3 host (2 vCPUs, about
-// 16 GB/s per core) the tiles' way, each group's lines 2 KiB ahead in one
-// burst at the group's start, left tinyllama Q8_0's decode step at
-// 0.70-0.75 of a read of its bytes; a line at a time 8 KiB ahead took it
-// 1.06-1.16x as fast (Q4_0 1.02-1.04x, whose groups are half as long),
-// bench_kernels decode_prefetch_ab, paired, 4-12 KiB and T0 / T1 / NTA.
-constexpr int64_t kDecodePrefetchBytes = 8192;
+// Decode's software prefetch: every line of the panel, Format::
+// kDecodePrefetchBytes ahead into L2, one prefetch beside each line's
+// loads. On the Zen 3 host (2 vCPUs, about 16 GB/s per core) the tiles'
+// way, each group's lines 2 KiB ahead in one burst at the group's start,
+// left tinyllama Q8_0's decode step at 0.70-0.75 of a read of its bytes; a
+// line at a time 8 KiB ahead took it 1.08-1.16x as fast (bench_kernels
+// decode_prefetch_ab, paired). Line by line, paired distance against
+// distance: Q8_0 at 8 KiB over 2 / 4 / 12 KiB 1.07-1.09 / 1.01-1.02 /
+// 1.01-1.03x; Q4_0, whose bytes take twice the arithmetic, at 2 KiB over
+// 8 KiB 1.04-1.05x (tinyllama), 1.01-1.02x (stories110m), 4 KiB level
+// with 8. prefetcht0 measured no better than prefetcht1.
+template <class Format>
 void prefetch_ahead(const uint8_t* line) {
-  _mm_prefetch(reinterpret_cast<const char*>(line + kDecodePrefetchBytes), _MM_HINT_T1);
+  _mm_prefetch(reinterpret_cast<const char*>(line + Format::kDecodePrefetchBytes), _MM_HINT_T1);
 }
 
 __m256 load_f16x8(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
@@ -155,6 +159,7 @@ struct Q8_0 {
   static constexpr const QuantLayout& kLayout = kQ8_0Layout;
   static constexpr bool kTwoScales = false, kFoldedOffset = true, kTwoPasses = true;
   static constexpr int kInt16Groups = 1;  // |w| <= 128: one pair sum is up to 32512
+  static constexpr int64_t kDecodePrefetchBytes = 8192;
   static int32_t offset(const Q8Act&) { return 0; }  // codes made signed
   static void load(const uint8_t* panel, int64_t b, int half, int j0, Block& k) {
     for (int j = j0; j < j0 + 4; ++j) k.g[j] = load_signed(panel + kLayout.codes(b) + 64 * j + 32 * half);
@@ -165,7 +170,7 @@ struct Q8_0 {
     const __m256i ones = _mm256_set1_epi16(1);
     sum[0] = sum[1] = _mm256_setzero_si256();
     for (int j = 0; j < 8; ++j) {
-      prefetch_ahead(codes + 64 * j);
+      prefetch_ahead<Q8_0>(codes + 64 * j);
       const __m256i xj = broadcast4(x.qs + 4 * j);
       for (int h = 0; h < 2; ++h) {
         const __m256i w = load_signed(codes + 64 * j + 32 * h);
@@ -181,6 +186,7 @@ struct Q4_0 {
   static constexpr const QuantLayout& kLayout = kQ4_0Layout;
   static constexpr bool kTwoScales = false, kFoldedOffset = true, kTwoPasses = false;
   static constexpr int kInt16Groups = 4;  // 4 * 2 * 15 * 127 < 32768
+  static constexpr int64_t kDecodePrefetchBytes = 2048;
   static int32_t offset(const Q8Act& x) { return x.neg8_sum; }
   static void load(const uint8_t* panel, int64_t b, int half, Block& k) {
     unpack_nibbles(panel + kLayout.codes(b), half, k.g);
@@ -191,7 +197,7 @@ struct Q4_0 {
     const __m256i low4 = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
     __m256i pairs[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
     for (int j = 0; j < 4; ++j) {
-      prefetch_ahead(codes + 64 * j);
+      prefetch_ahead<Q4_0>(codes + 64 * j);
       const __m256i x_lo = broadcast4(x.qs + 4 * j), x_hi = broadcast4(x.qs + 4 * (j + 4));
       for (int h = 0; h < 2; ++h) {
         const __m256i v = load256(codes + 64 * j + 32 * h);
@@ -297,7 +303,7 @@ void decode_panel(const PanelArgs& a) {
   const Q8Act* x = act_row(a, 0).x;  // one token: its blocks are consecutive
   __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
   for (int64_t b = 0; b < nb; ++b) {
-    if (b % layout.group_blocks == 0) prefetch_ahead(a.panel + layout.meta(b));  // the group's scale line
+    if (b % layout.group_blocks == 0) prefetch_ahead<Format>(a.panel + layout.meta(b));  // the group's scale line
     __m256i sum[2];
     Format::decode_sums(a.panel + layout.codes(b), x[b], sum);
     for (int h = 0; h < 2; ++h) acc[h] = add_scaled(sum[h], load_f16x8(a.panel + layout.meta(b) + 16 * h), x[b], acc[h]);

@@ -40,11 +40,11 @@ constexpr int64_t kPrefetchBytes = 2048;  // see matmul_avx512.cpp
 // line at a time 8 KiB ahead took it 1.08-1.16x as fast (bench_kernels
 // decode_prefetch_ab, paired). Line by line, paired distance against
 // distance: Q8_0 at 8 KiB over 2 / 4 / 12 KiB 1.07-1.09 / 1.01-1.02 /
-// 1.01-1.03x; Q4_0, whose bytes take twice the arithmetic, at 2 KiB over
-// 8 KiB 1.04-1.05x (tinyllama), 1.01-1.02x (stories110m), 4 KiB level
-// with 8. prefetcht0 measured no better than prefetcht1.
+// 1.01-1.03x; Q4_0 at 2 KiB over 8 KiB 1.04-1.05x (tinyllama), 1.01-1.02x
+// (stories110m), 4 KiB level with 8. prefetcht0 measured no better than
+// prefetcht1. Always inlined, as prefetch_group below.
 template <class Format>
-void prefetch_ahead(const uint8_t* line) {
+[[gnu::always_inline]] inline void prefetch_ahead(const uint8_t* line) {
   _mm_prefetch(reinterpret_cast<const char*>(line + Format::kDecodePrefetchBytes), _MM_HINT_T1);
 }
 

@@ -58,7 +58,9 @@ void set_prefetch_weights(bool on);
 //  - AMD Zen 4: not measured;
 //  - Intel Xeon: measured with T1 only (the figures above).
 // So: on where the CPU is AMD's (or Hygon's). LLMSERVE_PREFETCH_NTA=0|1 in
-// the environment at first use overrides that.
+// the environment at first use overrides that. Both settings are the
+// AVX-512 kernels'; the AVX2 kernels prefetch the same way in either
+// (matmul_avx2.cpp: prefetch_ahead, prefetch_group).
 bool prefetch_non_temporal();
 void set_prefetch_non_temporal(bool on);
 

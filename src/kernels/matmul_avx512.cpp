@@ -59,8 +59,10 @@ __m512i dot4(__m512i acc, __m512i u, const int8_t* s) {
 // 2 KiB less; the K-quants read the same with T0 2 KiB and T1 8 KiB within
 // the noise (matvec/q4_k|q6_k, 2 rounds alternated).
 constexpr int kPrefetchBytes = 8192;
+// Always inlined: GCC 12 drops calls to a function that only prefetches,
+// judging it free of side effects (it did so to matmul_avx2.cpp's).
 template <int64_t kBytes, bool kNta>
-void prefetch(const uint8_t* p) {
+[[gnu::always_inline]] inline void prefetch(const uint8_t* p) {
   for (int l = 0; l < kBytes; l += 64)
     _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBytes + l), kNta ? _MM_HINT_NTA : _MM_HINT_T1);
 }

@@ -387,7 +387,7 @@ void register_decode_chains() {
                               {"grouped/own_allocations", true, false, false},
                               {"separate", false, true, false}};
   for (const ModelShape& m : models)
-    for (TensorType t : {TensorType::Q8_0, TensorType::Q4_0})
+    for (TensorType t : {TensorType::Q8_0, TensorType::Q4_0, TensorType::Q4_K, TensorType::Q6_K})
       for (const Variant& v : variants)
         benchmark::RegisterBenchmark(
             (std::string("decode_matmuls/") + m.name + "/" + std::string(gguf::type_info(t)->name) + "/" + v.name).c_str(),

@@ -264,17 +264,17 @@ void lone_item(const AttentionCall& c, const AttentionItem& it, float* scratch) 
   for (int d = 0; d < hd; ++d) seq.out[q_offset + d] = o[d] / l;
 }
 
-// s[j] = sum_d qt[d] k_j[d] for the N keys of a block (kt: [hdp][N], the
-// block transposed, so a dim's N keys sit at fixed offsets from one
-// pointer), the lanes being a tile's rows (qt: [head_dim][N]). Keys past
-// the block's end give garbage the causal mask replaces.
+// s[j] = sum_d qt[d] k_j[d] for the N keys of a block (kb: [N][hdp], the
+// key rows, each value broadcast), the lanes being a tile's rows (qt:
+// [head_dim][N]). Keys past the block's end give garbage the causal mask
+// replaces.
 template <class VF>
-[[gnu::always_inline]] inline void qk_lanes(const float* qt, const float* kt, int head_dim, VF* s) {
+[[gnu::always_inline]] inline void qk_lanes(const float* qt, const float* kb, int64_t hdp, int head_dim, VF* s) {
   constexpr int N = VF::N;
   for (int j = 0; j < N; ++j) s[j] = VF::zero();
   for (int d = 0; d < head_dim; ++d) {
     const VF q = VF::load(qt + d * N);
-    for (int j = 0; j < N; ++j) s[j] = fma(q, VF::set1(kt[d * N + j]), s[j]);
+    for (int j = 0; j < N; ++j) s[j] = fma(q, VF::set1(kb[j * hdp + d]), s[j]);
   }
 }
 
@@ -314,8 +314,7 @@ void tile_item(const AttentionCall& c, const AttentionItem& it, float* scratch) 
   float* last = l + tiles * N;           // [tiles][N] the last key position each row sees
   float* pt = last + tiles * N;          // [N][N] a tile's probabilities, key by key
   float* kb = pt + N * N;                // [N][hdp] key block as f32 rows
-  float* kt = kb + N * hdp;              // [hdp][N] the same, transposed
-  float* vb = kt + N * hdp;              // [N][hdp] value block
+  float* vb = kb + N * hdp;              // [N][hdp] value block
   // Tokens ascend along a tile's lanes (query_offset). Padding lanes copy
   // the last row's position and see zero queries: finite, and never written
   // out. A tile's queries go through kb as rows, then transposed N x N at a
@@ -338,13 +337,12 @@ void tile_item(const AttentionCall& c, const AttentionItem& it, float* scratch) 
   for (int64_t j0 = 0; j0 < kv_end; j0 += N) {
     const int nk = kv_end - j0 >= N ? N : static_cast<int>(kv_end - j0);
     load_rows<VF>(c, c.k, seq, j0, nk, it.kv_head, kb, hdp);
-    for (int64_t d = 0; d < hdp; d += N) transpose_tile<VF>(kb + d, hdp, kt + d * N, N);
     load_rows<VF>(c, c.v, seq, j0, nk, it.kv_head, vb, hdp);
     for (int64_t tile = 0; tile < tiles; ++tile) {
       const float* lt = last + tile * N;  // ascending
       if (lt[N - 1] < static_cast<float>(j0)) continue;  // no row of the tile sees this block
       VF s[N];
-      qk_lanes<VF>(qt + tile * tile_floats, kt, hd, s);
+      qk_lanes<VF>(qt + tile * tile_floats, kb, hdp, hd, s);
       if (lt[0] < static_cast<float>(j0 + N - 1)) {  // causal: some row misses some key (or keys past nk)
         const VF seen = VF::load(lt);
         for (int j = 0; j < N; ++j)

@@ -193,9 +193,9 @@ void load_d(const uint8_t* panel, const QuantLayout& layout, int64_t b, int half
 
 // Per format: load_scales, one block half's scales; load, its codes too (a
 // tile's operand); decode_sums, one token's Sums for the block, both row
-// halves, each line of codes prefetched ahead as it is read.
+// halves, each line of its codes prefetched ahead (prefetch_ahead).
 // kFoldedOffset: the format's code offset is folded into the integer sums
-// (offset()), and its float step is add_scaled's; m_lo is then unused.
+// (offset()), and its float step is add_block's first; m_lo is then unused.
 // kTwoPasses: a tile takes a block half's groups 0-3 for all its tokens,
 // then groups 4-7 (load()'s j0), instead of all 8 at once. Q8_0's codes
 // and their absolute values take two registers a group, and all 8 groups'

@@ -20,7 +20,8 @@
 // (Q4_0 decode 7% slower in `bench`, its kernel on one large matrix 15%).
 // The K-quants, which prefetch in software, keep them last: with their
 // scales first, Q4_K decode measured the same and Q6_K 18% slower (one
-// large matrix).
+// large matrix, AVX-512). The AVX2 decode kernel read them the same either
+// way once its prefetches went in address order (matmul_avx2.cpp).
 //   q8_0: group = 2 blocks: f16 d[2][16], then codes [2][8 groups][64] =
 //         qs ^ 0x80                                       (S = d, M = 128 d)
 //   q4_0: group = 2 blocks: f16 d[2][16], then codes [2][4][64], byte = the

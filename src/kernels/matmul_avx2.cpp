@@ -369,24 +369,24 @@ template <class Format>
       _mm_prefetch(reinterpret_cast<const char*>(panel + layout.codes(b) + kPrefetchBytes + l), _MM_HINT_T0);
 }
 
-// One token times one panel. The block's sums stay in registers, and each
-// broadcast activation serves both row halves: held a block half at a time
-// as the tiles hold it, Q8_0's codes and their absolute values spilled to
-// the stack. Against decode through the tiles (Zen 3 host): one panel run
-// in L2 on one thread Q8_0 1.6x, Q4_0 1.2x as fast; the engine's decode
-// step from memory, paired in one process, tinyllama Q8_0 1.03x, Q4_0
-// 1.01-1.02x, stories110m Q8_0 1.05-1.06x, Q4_0 1.04-1.05x: decode streams
-// at 0.75-0.83 of a read of the same bytes either way, so the stream, not
-// the arithmetic, is what is short.
-// A group at a time: the integer sums of its blocks, which wait in
-// registers (or on the stack), then their float steps. The prefetches go
-// in address order, the scale lines before the codes or after them as the
-// layout has them: the K-quants keep their scales after the codes, and
-// with those lines prefetched at the group's start, 2-3 KiB ahead of its
-// codes', tinyllama's decode step read at 0.69-0.72 (Q4_K) and 0.57-0.66
-// (Q6_K) of a plain read of its bytes; in order, at 0.85 and 0.89
-// (bench_kernels decode_matmuls, medians of 6 rounds, Zen 3 host). Moving
-// the scales to the front of the layout instead measured the same here.
+// One token times one panel, a group at a time: the integer sums of its
+// blocks, each broadcast activation serving both row halves, then their
+// float steps. Held a block half at a time, as the tiles hold it, Q8_0's
+// codes and their absolute values spilled to the stack. Against decode
+// through the tiles (Zen 3 host): one panel run in L2 on one thread Q8_0
+// 1.6x, Q4_0 1.2x as fast; the engine's decode step from memory, paired in
+// one process, tinyllama Q8_0 1.03x, Q4_0 1.01-1.02x, stories110m Q8_0
+// 1.05-1.06x, Q4_0 1.04-1.05x: decode streams at 0.75-0.83 of a read of
+// the same bytes either way, so the stream, not the arithmetic, is what is
+// short.
+// The prefetches go in address order, the scale lines before the codes or
+// after them as the layout has them: the K-quants keep their scales after
+// the codes, and with those lines prefetched at the group's start, 2-3 KiB
+// ahead of its codes', tinyllama's decode step read at 0.69-0.72 (Q4_K)
+// and 0.57-0.66 (Q6_K) of a plain read of its bytes; in order, at 0.85 and
+// 0.89 (bench_kernels decode_matmuls, medians of 6 rounds, Zen 3 host).
+// Moving the scales to the front of the layout instead measured the same
+// here.
 template <class Format>
 void decode_panel(const PanelArgs& a) {
   constexpr QuantLayout layout = Format::kLayout;

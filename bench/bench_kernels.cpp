@@ -451,39 +451,44 @@ void BM_Barrier(benchmark::State& state) {
 }
 BENCHMARK(BM_Barrier)->UseRealTime();
 
-// tinyllama attention: 32 query heads, 4 KV heads, head_dim 64, f16 cache.
-void attention(benchmark::State& state, TensorType kv_type, bool prefill) {
+// Attention over an f16 or q8_0 cache: tinyllama's shape (32 query heads,
+// 4 KV heads, head_dim 64: 8 query heads per KV head), or Llama 3 8B's (32,
+// 8, 128: 4 per KV head, the group size of Mistral 7B too).
+const kernels::AttentionShape kTinyllamaAttention{32, 4, 64}, kLlama3Attention{32, 8, 128};
+
+void attention(benchmark::State& state, kernels::AttentionShape shape, TensorType kv_type, bool prefill) {
   const int n_ctx = static_cast<int>(state.range(0));
   const int n_q = prefill ? n_ctx : 1;
-  const kernels::AttentionShape shape{32, 4, 64};
-  const int block = 16;
-  kernels::KvLayout layout{kv_type, block, 256, gguf::row_bytes(kv_type, 256)};
+  const int block = 16, kv_dim = shape.n_head_kv * shape.head_dim, q_dim = shape.n_head * shape.head_dim;
+  kernels::KvLayout layout{kv_type, block, kv_dim, gguf::row_bytes(kv_type, kv_dim)};
   const int n_blocks = (n_ctx + block - 1) / block;
   std::vector<uint8_t> k(n_blocks * block * layout.row_bytes), v(k.size());
   std::mt19937 rng(3);
   std::normal_distribution<float> dist;
-  std::vector<float> row(256);
+  std::vector<float> row(kv_dim);
   for (int64_t p = 0; p < int64_t{n_blocks} * block; ++p)
     for (auto* cache : {&k, &v}) {
       for (auto& x : row) x = dist(rng);
-      gguf::quantize_row(kv_type, row.data(), cache->data() + p * layout.row_bytes, 256);
+      gguf::quantize_row(kv_type, row.data(), cache->data() + p * layout.row_bytes, kv_dim);
     }
   std::vector<int32_t> table(n_blocks);
   for (int i = 0; i < n_blocks; ++i) table[i] = n_blocks - 1 - i;  // scattered pages
-  std::vector<float> q(int64_t{n_q} * 2048), out(q.size());
+  std::vector<float> q(int64_t{n_q} * q_dim), out(q.size());
   for (auto& x : q) x = dist(rng);
   kernels::AttentionSeq seq{q.data(), out.data(), n_q, n_ctx - n_q, table.data()};
   for (auto _ : state) kernels::attention(shape, layout, k.data(), v.data(), &seq, 1, pool());
   // QK^T and PV: 2 FLOPs per multiply-add, causal.
   const double pairs = prefill ? 0.5 * n_q * (n_q + 1) : n_ctx;
-  state.counters["FLOP/s"] = benchmark::Counter(4.0 * pairs * 64 * 32 * state.iterations(), benchmark::Counter::kIsRate);
+  state.counters["FLOP/s"] = benchmark::Counter(4.0 * pairs * q_dim * state.iterations(), benchmark::Counter::kIsRate);
 }
-void BM_AttentionPrefillF16(benchmark::State& s) { attention(s, TensorType::F16, true); }
-void BM_AttentionDecodeF16(benchmark::State& s) { attention(s, TensorType::F16, false); }
-void BM_AttentionDecodeQ8_0(benchmark::State& s) { attention(s, TensorType::Q8_0, false); }
+void BM_AttentionPrefillF16(benchmark::State& s) { attention(s, kTinyllamaAttention, TensorType::F16, true); }
+void BM_AttentionDecodeF16(benchmark::State& s) { attention(s, kTinyllamaAttention, TensorType::F16, false); }
+void BM_AttentionDecodeQ8_0(benchmark::State& s) { attention(s, kTinyllamaAttention, TensorType::Q8_0, false); }
+void BM_AttentionDecodeF16Llama3(benchmark::State& s) { attention(s, kLlama3Attention, TensorType::F16, false); }
 BENCHMARK(BM_AttentionPrefillF16)->Arg(128)->Arg(512)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_AttentionDecodeF16)->Arg(512)->Arg(2048)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_AttentionDecodeQ8_0)->Arg(2048)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_AttentionDecodeF16Llama3)->Arg(2048)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 template <class F>
 void op_bench(benchmark::State& state, F f) {

@@ -65,13 +65,6 @@ inline VF load_head(const T* p, int64_t d, int hd) {
   return lanes > 0 ? VF::load(p + d, static_cast<int>(lanes)) : VF::zero();
 }
 
-// The same for F32 and F16 rows.
-template <class VF, class T>
-inline void float_head(const uint8_t* row, int64_t first, int hd, float* dst, int64_t hdp) {
-  const T* p = reinterpret_cast<const T*>(row) + first;
-  for (int64_t d = 0; d < hdp; d += VF::N) load_head<VF>(p, d, hd).store(dst + d);
-}
-
 // Calls row_fn(j, row) for the cache rows at positions [pos, pos + n)
 // (row: the start of the whole row; KV head `kv_head` sits at element
 // kv_head * head_dim). The rows are found through the sequence's block
@@ -103,25 +96,56 @@ void for_each_row(const AttentionCall& c, const uint8_t* base, const AttentionSe
   }
 }
 
-// Loads KV head `kv_head` of the cache rows at positions [pos, pos + n) as
-// floats into dst[j * hdp ..], zero-padded to hdp.
+// Pointers to KV head `kv_head` of the n f32 (T = float) or f16 (T =
+// uint16_t) cache rows at positions [pos, pos + n).
+template <class T>
+void head_pointers(const AttentionCall& c, const uint8_t* base, const AttentionSeq& seq, int64_t pos, int n,
+                   int kv_head, const T** rows) {
+  const int64_t first = static_cast<int64_t>(kv_head) * c.shape.head_dim;
+  for_each_row(c, base, seq, pos, n, kv_head,
+               [&](int j, const uint8_t* row) { rows[j] = reinterpret_cast<const T*>(row) + first; });
+}
+
+// The n f32 or f16 rows at `rows` as floats into dst[j * hdp ..],
+// zero-padded to hdp. Converted row by row inside for_each_row's walk
+// instead, GCC kept the walk's state on the stack around every row's loop,
+// and decode attention spent about as long converting rows as computing
+// (BM_AttentionDecodeF16).
+template <class VF, class T>
+void convert_rows(const T* const* rows, int n, int hd, float* dst, int64_t hdp) {
+  if (hd % VF::N == 0) {
+    for (int j = 0; j < n; ++j)
+      for (int d = 0; d < hd; d += VF::N) VF::load(rows[j] + d).store(dst + j * hdp + d);
+    return;
+  }
+  for (int j = 0; j < n; ++j)
+    for (int64_t d = 0; d < hdp; d += VF::N) load_head<VF>(rows[j], d, hd).store(dst + j * hdp + d);
+}
+
+// Loads KV head `kv_head` of the n <= N cache rows at positions
+// [pos, pos + n) as floats into dst[j * hdp ..], zero-padded to hdp.
 template <class VF>
 void load_rows(const AttentionCall& c, const uint8_t* base, const AttentionSeq& seq, int64_t pos, int n, int kv_head,
                float* dst, int64_t hdp) {
   const int hd = c.shape.head_dim;
-  const int64_t first = static_cast<int64_t>(kv_head) * hd;  // element index within a row
   switch (c.layout.type) {
-    case gguf::TensorType::Q8_0:
+    case gguf::TensorType::Q8_0: {
+      const int64_t first = static_cast<int64_t>(kv_head) * hd;  // element index within a row
       for_each_row(c, base, seq, pos, n, kv_head,
                    [&](int j, const uint8_t* row) { q8_0_head<VF>(row, first, hd, dst + j * hdp, hdp); });
       break;
-    case gguf::TensorType::F32:
-      for_each_row(c, base, seq, pos, n, kv_head,
-                   [&](int j, const uint8_t* row) { float_head<VF, float>(row, first, hd, dst + j * hdp, hdp); });
+    }
+    case gguf::TensorType::F32: {
+      const float* rows[VF::N];
+      head_pointers(c, base, seq, pos, n, kv_head, rows);
+      convert_rows<VF>(rows, n, hd, dst, hdp);
       break;
-    default:  // F16 (attention.cpp checks the type)
-      for_each_row(c, base, seq, pos, n, kv_head,
-                   [&](int j, const uint8_t* row) { float_head<VF, uint16_t>(row, first, hd, dst + j * hdp, hdp); });
+    }
+    default: {  // F16 (attention.cpp checks the type)
+      const uint16_t* rows[VF::N];
+      head_pointers(c, base, seq, pos, n, kv_head, rows);
+      convert_rows<VF>(rows, n, hd, dst, hdp);
+    }
   }
 }
 
@@ -158,9 +182,7 @@ void block_rows(const AttentionCall& c, const uint8_t* base, const AttentionSeq&
       return;
     }
   }
-  const int64_t first = static_cast<int64_t>(kv_head) * c.shape.head_dim;
-  for_each_row(c, base, seq, pos, n, kv_head,
-               [&](int j, const uint8_t* row) { rows[j] = reinterpret_cast<const T*>(row) + first; });
+  head_pointers(c, base, seq, pos, n, kv_head, rows);
 }
 
 // dst[c * ds + r] = src[r * ss + c] for an N x N tile of floats.
@@ -430,7 +452,7 @@ void narrow_item(const AttentionCall& c, const AttentionItem& it, float* scratch
   const int hd = c.shape.head_dim;
   const int group = c.shape.n_head / c.shape.n_head_kv;
   const int64_t hdp = (hd + N - 1) / N * N;
-  const int64_t rows = int64_t{group} * (it.t1 - it.t0), padded = (rows + kQkRows - 1) / kQkRows * kQkRows;
+  const int64_t rows = int64_t{group} * (it.t1 - it.t0), padded = (rows + kPvRows - 1) / kPvRows * kPvRows;
   float* qs = scratch;           // [padded][hdp] queries, pre-scaled
   float* o = qs + padded * hdp;  // [padded][hdp] unnormalized output
   float* s = o + padded * hdp;   // [padded][N] scores, then probabilities
@@ -453,7 +475,9 @@ void narrow_item(const AttentionCall& c, const AttentionItem& it, float* scratch
   for (int64_t j0 = 0; j0 < kv_end; j0 += N) {
     const int nk = kv_end - j0 >= N ? N : static_cast<int>(kv_end - j0);
     transposed_keys<VF, T>(c, seq, j0, nk, it.kv_head, kb, hdp, kt);
-    for (int64_t i = 0; i < padded; i += kQkRows) qk_rows<VF, kQkRows>(qs + i * hdp, hdp, kt, hd, s + i * N);
+    int64_t i = 0;
+    for (; i + kQkRows <= padded; i += kQkRows) qk_rows<VF, kQkRows>(qs + i * hdp, hdp, kt, hd, s + i * N);
+    if (i < padded) qk_rows<VF, kPvRows>(qs + i * hdp, hdp, kt, hd, s + i * N);
     for (int64_t i = 0; i < padded; ++i) {
       float* si = s + i * N;
       // Causal: keys up to the row's own position; padding rows see none.

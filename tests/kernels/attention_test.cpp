@@ -77,8 +77,9 @@ TEST_P(AttentionTest, MatchesReference) {
   // (pos0, n_q) per sequence: prefill, decode, a prefill chunk after cached
   // context, and one query row per KV block boundary case.
   const std::vector<std::pair<int, int>> batch = {{0, 37}, {50, 1}, {20, 9}, {15, 1}, {0, 1}, {0, 100}};
+  // head_dim 20: whole vectors on no ISA (the conversions' tails).
   for (const Case& c : {Case{8, 4, 8, 16}, Case{8, 8, 32, 5}, Case{32, 4, 64, 16}, Case{6, 2, 48, 32},
-                        Case{2, 1, 96, 7}, Case{4, 4, 40, 16}}) {
+                        Case{2, 1, 96, 7}, Case{4, 4, 40, 16}, Case{24, 8, 20, 16}}) {
     SCOPED_TRACE("heads " + std::to_string(c.n_head) + "/" + std::to_string(c.n_head_kv) + " head_dim " +
                  std::to_string(c.head_dim));
     Fixture f(c, type, batch, rng);

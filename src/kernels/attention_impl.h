@@ -130,9 +130,10 @@ void load_rows(const AttentionCall& c, const uint8_t* base, const AttentionSeq& 
   const int hd = c.shape.head_dim;
   switch (c.layout.type) {
     case gguf::TensorType::Q8_0: {
+      const uint8_t* rows[VF::N];  // converted after the walk, as convert_rows does
+      for_each_row(c, base, seq, pos, n, kv_head, [&](int j, const uint8_t* row) { rows[j] = row; });
       const int64_t first = static_cast<int64_t>(kv_head) * hd;  // element index within a row
-      for_each_row(c, base, seq, pos, n, kv_head,
-                   [&](int j, const uint8_t* row) { q8_0_head<VF>(row, first, hd, dst + j * hdp, hdp); });
+      for (int j = 0; j < n; ++j) q8_0_head<VF>(rows[j], first, hd, dst + j * hdp, hdp);
       break;
     }
     case gguf::TensorType::F32: {

@@ -102,6 +102,18 @@ struct VF {
     }
   }
 
+  // Lane i: the sum of a[i]'s lanes. Two hadd rounds leave, for each of
+  // a[0..3] and a[4..7], a sum of each 128-bit half; the halves are then
+  // paired across the lanes and added.
+  static VF sum_each(const VF* a) {
+    __m256 g[2];
+    for (int k = 0; k < 2; ++k) {
+      const VF* b = a + 4 * k;
+      g[k] = _mm256_hadd_ps(_mm256_hadd_ps(b[0].v, b[1].v), _mm256_hadd_ps(b[2].v, b[3].v));
+    }
+    return {_mm256_add_ps(_mm256_permute2f128_ps(g[0], g[1], 0x20), _mm256_permute2f128_ps(g[0], g[1], 0x31))};
+  }
+
   static __m256i mask(int n) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
   }

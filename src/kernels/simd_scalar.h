@@ -9,7 +9,9 @@
 //   fma(a, b, c) = a*b + c; max; keep_first(a, n, fill); select_ge(x, y,
 //   a, b) (lane by lane x >= y ? a : b); reduce_add(); reduce_max();
 //   exp(x) (saturating to 0 and +inf); transpose(rows, dst, ds) of an
-//   N x N tile held as N vectors (dst[c * ds + r] = lane c of rows[r]).
+//   N x N tile held as N vectors (dst[c * ds + r] = lane c of rows[r]);
+//   the 8-lane VFs (this one, AVX2's) also sum_each(a): lane i the sum of
+//   the lanes of a[i], for 8 vectors.
 #include <cmath>
 #include <cstdint>
 
@@ -91,6 +93,11 @@ struct VF {
   static void transpose(const VF* rows, float* dst, int64_t ds) {
     for (int r = 0; r < N; ++r)
       for (int c = 0; c < N; ++c) dst[c * ds + r] = rows[r].v[c];
+  }
+  static VF sum_each(const VF* a) {
+    VF r;
+    for (int i = 0; i < N; ++i) r.v[i] = a[i].reduce_add();
+    return r;
   }
 };
 

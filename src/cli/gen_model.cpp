@@ -49,7 +49,7 @@ void run_gen_model(const GenModelOptions& o) {
 void add_gen_model(CLI::App& app) {
   auto o = std::make_shared<GenModelOptions>();
   CLI::App* cmd = app.add_subcommand("gen-model", "Write a random-weight model of a real architecture's shape");
-  cmd->add_option("--shape", o->shape, "tiny, stories110m or tinyllama-1.1b")->required();
+  cmd->add_option("--shape", o->shape, "tiny, stories110m, tinyllama-1.1b or smollm-135m")->required();
   cmd->add_option("--type", o->type, "f32, f16, q8_0, q4_0, q4_k, q6_k, or q4_k_m (llama.cpp's Q4_K / Q6_K mix)")
       ->capture_default_str();
   cmd->add_option("--seed", o->seed, "Random seed")->capture_default_str();

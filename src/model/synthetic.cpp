@@ -28,6 +28,7 @@ constexpr std::array kShapes = {
     Shape{"tiny", 256, 4, 8, 4, 768, 512, 1024, 10000.0f, 1e-5f},
     Shape{"stories110m", 768, 12, 12, 12, 2048, 32000, 1024, 10000.0f, 1e-5f},
     Shape{"tinyllama-1.1b", 2048, 22, 32, 4, 5632, 32000, 2048, 10000.0f, 1e-5f},
+    Shape{"smollm-135m", 576, 30, 9, 3, 1536, 49152, 2048, 10000.0f, 1e-5f},  // 3 query heads per KV head
 };
 
 constexpr float kWeightStddev = 0.02f;

@@ -50,7 +50,7 @@ uint64_t n_params(const std::vector<SyntheticTensor>& tensors) {
 }
 
 TEST(SyntheticShapes, NamesAndLookup) {
-  const std::vector<std::string_view> want = {"tiny", "stories110m", "tinyllama-1.1b"};
+  const std::vector<std::string_view> want = {"tiny", "stories110m", "tinyllama-1.1b", "smollm-135m"};
   EXPECT_EQ(shape_names(), want);
   for (auto name : want) {
     const auto s = find_shape(name);

@@ -55,7 +55,8 @@ struct alignas(64) CacheLine {
 
 }  // namespace
 
-void AttentionJob::plan(const AttentionShape& shape, const KvLayout& layout, const AttentionSeq* seqs, int n_seqs) {
+void AttentionJob::plan(const AttentionShape& shape, const KvLayout& layout, const AttentionSeq* seqs, int n_seqs,
+                        int n_threads) {
   check(shape, layout, seqs, n_seqs);
   shape_ = shape;
   layout_ = layout;
@@ -70,11 +71,78 @@ void AttentionJob::plan(const AttentionShape& shape, const KvLayout& layout, con
     for (int t0 = 0; t0 < seqs[s].n_q; t0 += tokens_per_item)
       for (int h = 0; h < shape.n_head_kv; ++h)
         items_.push_back({&seqs[s], h, t0, std::min(seqs[s].n_q, t0 + tokens_per_item)});
+  split_decode_items(n_threads);
   // Longest first (cost ~ rows x keys), so the last items to finish are short.
-  auto cost = [](const AttentionItem& it) { return int64_t{it.t1 - it.t0} * (it.seq->pos0 + it.t1); };
+  auto cost = [](const AttentionItem& it) { return int64_t{it.t1 - it.t0} * (keys_end(it) - it.k0); };
   std::stable_sort(items_.begin(), items_.end(), [&](const auto& a, const auto& b) { return cost(a) > cost(b); });
   scratch_floats_ = attention_scratch_floats(int64_t{group} * tokens_per_item, shape.head_dim,
                                              attention_kernels(active_isa()).lanes);
+}
+
+void AttentionJob::split_decode_items(int n_threads) {
+  // Enough items for the threads to finish level, taken longest first from
+  // one queue: 4 per thread. Parts of at least kMinPartKeys keys keep what
+  // each part costs beyond its keys (its queries in, its partial out, the
+  // merge) small.
+  constexpr int64_t kMinPartKeys = 256;
+  merges_.clear();
+  const int64_t wanted = 4 * int64_t{n_threads}, n_items = static_cast<int64_t>(items_.size());
+  if (n_threads <= 1 || n_items >= wanted) return;
+  auto parts_of = [&](const AttentionItem& it) {
+    if (it.t1 - it.t0 != 1) return int64_t{1};
+    return std::max<int64_t>(1, std::min((wanted + n_items - 1) / n_items, (it.seq->pos0 + it.t1) / kMinPartKeys));
+  };
+  const int group = shape_.n_head / shape_.n_head_kv;
+  const int64_t part_floats = int64_t{group} * (2 + shape_.head_dim);
+  int64_t n_parts = 0;
+  for (const AttentionItem& it : items_)
+    if (const int64_t p = parts_of(it); p > 1) n_parts += p;
+  if (n_parts == 0) return;
+  partials_.resize(static_cast<size_t>(n_parts * part_floats));
+  const int lanes = attention_kernels(active_isa()).lanes;
+  std::vector<AttentionItem> items;
+  float* next = partials_.data();
+  for (const AttentionItem& it : items_) {
+    const int64_t parts = parts_of(it);
+    if (parts == 1) {
+      items.push_back(it);
+      continue;
+    }
+    merges_.push_back({it, next, static_cast<int>(parts)});
+    const int64_t keys = it.seq->pos0 + it.t1;
+    for (int64_t p = 0; p < parts; ++p) {
+      AttentionItem part = it;
+      // On whole key blocks of the kernels' width.
+      part.k0 = static_cast<int>(keys * p / parts / lanes * lanes);
+      part.k1 = p + 1 == parts ? static_cast<int>(keys) : static_cast<int>(keys * (p + 1) / parts / lanes * lanes);
+      part.partial = next;
+      next += part_floats;
+      items.push_back(part);
+    }
+  }
+  items_.swap(items);
+}
+
+void AttentionJob::run_merge(int64_t i) const {
+  const Merge& m = merges_[i];
+  const int group = shape_.n_head / shape_.n_head_kv, hd = shape_.head_dim;
+  const int64_t row_floats = 2 + hd, part_floats = group * row_floats;
+  // The item's one token's query heads kv_head * group .. + group - 1.
+  float* out = m.item.seq->out + int64_t{m.item.t0} * shape_.n_head * hd + int64_t{m.item.kv_head} * group * hd;
+  for (int r = 0; r < group; ++r, out += hd) {
+    const float* row = m.parts + r * row_floats;  // part p's: row + p * part_floats
+    float mx = -INFINITY;
+    for (int p = 0; p < m.n_parts; ++p) mx = std::max(mx, row[p * part_floats]);
+    float l = 0;
+    for (int d = 0; d < hd; ++d) out[d] = 0;
+    for (int p = 0; p < m.n_parts; ++p) {
+      const float* part = row + p * part_floats;
+      const float w = std::exp(part[0] - mx);
+      l += w * part[1];
+      for (int d = 0; d < hd; ++d) out[d] += w * part[2 + d];
+    }
+    for (int d = 0; d < hd; ++d) out[d] /= l;
+  }
 }
 
 void AttentionJob::run_item(int64_t i, const uint8_t* k, const uint8_t* v) const {
@@ -87,9 +155,10 @@ void attention(const AttentionShape& shape, const KvLayout& layout, const uint8_
                const AttentionSeq* seqs, int n_seqs, ThreadPool& pool) {
   thread_local AttentionJob job;  // the caller's: workers use it through the reference
   AttentionJob& j = job;
-  j.plan(shape, layout, seqs, n_seqs);
+  j.plan(shape, layout, seqs, n_seqs, pool.size());
   check_cache(k, v, seqs, n_seqs);
   pool.parallel_for(j.items(), [&](int64_t i) { j.run_item(i, k, v); });
+  pool.parallel_for(j.merges(), [&](int64_t i) { j.run_merge(i); });
 }
 
 void attention_reference(const AttentionShape& shape, const KvLayout& layout, const uint8_t* k, const uint8_t* v,

@@ -43,30 +43,57 @@ void attention(const AttentionShape& shape, const KvLayout& layout, const uint8_
                const AttentionSeq* seqs, int n_seqs, ThreadPool& pool);
 
 // One work item: query rows [t0, t1) of `seq`, for the query heads that
-// share KV head `kv_head`.
+// share KV head `kv_head`, over the keys at positions [k0, k1) of those the
+// rows see (k1 < 0: up to the last row's position). An item with `partial`
+// is one part of a decode token's keys (AttentionJob splits them): it
+// leaves each row's running max, sum and unnormalized output there
+// ([rows][2 + head_dim]) for AttentionJob to merge.
 struct AttentionItem {
   const AttentionSeq* seq;
   int kv_head;
   int t0, t1;
+  int k0 = 0, k1 = -1;
+  float* partial = nullptr;
 };
+// The end of the keys an item covers.
+inline int64_t keys_end(const AttentionItem& it) { return it.k1 >= 0 ? it.k1 : int64_t{it.seq->pos0} + it.t1; }
 
 // An attention call taken apart, for callers that run it on threads of
 // their own (see MatmulJob): the batch's work items, longest first, each of
-// which may run on any thread. One plan serves every layer of a step.
+// which may run on any thread, then the merges of split items, which may
+// too. One plan serves every layer of a step.
+//
+// When a batch has too few items to keep `n_threads` threads busy (one
+// sequence and few KV heads: tinyllama has 4, SmolLM 3, which on 2 threads
+// left one idle a third of the time), each decode token's items are split
+// over their keys, as flash-decoding does on GPUs.
 class AttentionJob {
  public:
   // Throws Error as attention() does (k and v come with each item). Reuses
   // the storage of the previous plan.
-  void plan(const AttentionShape& shape, const KvLayout& layout, const AttentionSeq* seqs, int n_seqs);
+  void plan(const AttentionShape& shape, const KvLayout& layout, const AttentionSeq* seqs, int n_seqs,
+            int n_threads);
   int64_t items() const { return static_cast<int64_t>(items_.size()); }
   // k, v: one layer's cache (non-null).
   void run_item(int64_t i, const uint8_t* k, const uint8_t* v) const;
+  // Once every item has run: merge i writes one split item's output.
+  int64_t merges() const { return static_cast<int64_t>(merges_.size()); }
+  void run_merge(int64_t i) const;
 
  private:
+  void split_decode_items(int n_threads);
+
+  struct Merge {
+    AttentionItem item;  // the whole item
+    const float* parts;  // its parts' partials, one after another
+    int n_parts;
+  };
   AttentionShape shape_;
   KvLayout layout_;
   int64_t scratch_floats_ = 0;
   std::vector<AttentionItem> items_;
+  std::vector<Merge> merges_;
+  std::vector<float> partials_;
 };
 
 // The oracle: every KV row decoded with the reference dequantizers, a full

@@ -171,6 +171,28 @@ inline int64_t query_offset(const AttentionCall& c, const AttentionItem& it, int
   return (it.t0 + i / group) * int64_t{c.shape.n_head} * hd + (int64_t{it.kv_head} * group + i % group) * hd;
 }
 
+// Query row i's result from its unnormalized output o ([hdp]), running max
+// m and sum l: normalized into seq.out, or as they are into the item's
+// partial, for AttentionJob::run_merge.
+template <class VF>
+void write_row(const AttentionCall& c, const AttentionItem& it, int64_t i, const float* o, float m, float l) {
+  const int hd = c.shape.head_dim;
+  if (it.partial) {
+    float* p = it.partial + i * (2 + hd);
+    p[0] = m;
+    p[1] = l;
+    std::copy(o, o + hd, p + 2);
+    return;
+  }
+  const VF inv = VF::set1(1.0f / l);
+  float* dst = it.seq->out + query_offset(c, it, i);
+  for (int64_t d = 0; d < hd; d += VF::N) {
+    const VF x = VF::load(o + d) * inv;
+    if (hd - d >= VF::N) x.store(dst + d);
+    else x.store(dst + d, static_cast<int>(hd - d));
+  }
+}
+
 // Pointers to KV head `kv_head` of the n <= VF::N key rows at [pos, pos + n):
 // into the cache for f32 and f16 rows (T = float, uint16_t), into buf
 // ([n][hdp], converted) for Q8_0 rows (T = float).
@@ -269,8 +291,8 @@ void lone_item(const AttentionCall& c, const AttentionItem& it, float* scratch) 
     o[d] = 0;
   }
   float m = -INFINITY, l = 0;
-  const int64_t kv_end = seq.pos0 + it.t0 + 1;
-  for (int64_t j0 = 0; j0 < kv_end; j0 += N) {
+  const int64_t kv_end = keys_end(it);
+  for (int64_t j0 = it.k0; j0 < kv_end; j0 += N) {
     const int nk = kv_end - j0 >= N ? N : static_cast<int>(kv_end - j0);
     const T* rows[N];
     block_rows<VF>(c, c.k, seq, j0, nk, it.kv_head, buf, hdp, rows);
@@ -285,7 +307,7 @@ void lone_item(const AttentionCall& c, const AttentionItem& it, float* scratch) 
     for (; d + kVectors * N <= hd; d += kVectors * N) pv_columns<VF, kVectors>(rows, nk, s, d, hd, o);
     for (; d < hd; d += N) pv_columns<VF, 1>(rows, nk, s, d, hd, o);
   }
-  for (int d = 0; d < hd; ++d) seq.out[q_offset + d] = o[d] / l;
+  write_row<VF>(c, it, 0, o, m, l);
 }
 
 // s[j] = sum_d qt[d] k_j[d] for the N keys of a block (kb: [N][hdp], the
@@ -357,8 +379,8 @@ void tile_item(const AttentionCall& c, const AttentionItem& it, float* scratch) 
     for (int64_t d = 0; d < hdp; d += N) transpose_tile<VF>(kb + d, hdp, qt + tile * tile_floats + d * N, N);
   }
 
-  const int64_t kv_end = seq.pos0 + it.t1;
-  for (int64_t j0 = 0; j0 < kv_end; j0 += N) {
+  const int64_t kv_end = keys_end(it);
+  for (int64_t j0 = it.k0; j0 < kv_end; j0 += N) {
     const int nk = kv_end - j0 >= N ? N : static_cast<int>(kv_end - j0);
     load_rows<VF>(c, c.k, seq, j0, nk, it.kv_head, kb, hdp);
     load_rows<VF>(c, c.v, seq, j0, nk, it.kv_head, vb, hdp);
@@ -388,18 +410,11 @@ void tile_item(const AttentionCall& c, const AttentionItem& it, float* scratch) 
     }
   }
 
-  // Each tile's output back to rows (through kb), normalized.
+  // Each tile's output back to rows (through kb).
   for (int64_t tile = 0; tile < tiles; ++tile) {
     for (int64_t d = 0; d < hdp; d += N) transpose_tile<VF>(ot + tile * tile_floats + d * N, N, kb + d, hdp);
-    for (int r = 0; r < N && tile * N + r < rows; ++r) {
-      const VF inv = VF::set1(1.0f / l[tile * N + r]);
-      float* dst = seq.out + query_offset(c, it, tile * N + r);
-      for (int64_t d = 0; d < hd; d += N) {
-        const VF o = VF::load(kb + r * hdp + d) * inv;
-        if (hd - d >= N) o.store(dst + d);
-        else o.store(dst + d, static_cast<int>(hd - d));
-      }
-    }
+    for (int r = 0; r < N && tile * N + r < rows; ++r)
+      write_row<VF>(c, it, tile * N + r, kb + r * hdp, m[tile * N + r], l[tile * N + r]);
   }
 }
 
@@ -515,8 +530,8 @@ void narrow_item(const AttentionCall& c, const AttentionItem& it, float* scratch
     const float* src = seq.q + query_offset(c, it, i);
     for (int d = 0; d < hd; ++d) qs[i * hdp + d] = src[d] * scale;
   }
-  const int64_t kv_end = seq.pos0 + it.t1;
-  for (int64_t j0 = 0; j0 < kv_end; j0 += N) {
+  const int64_t kv_end = keys_end(it);
+  for (int64_t j0 = it.k0; j0 < kv_end; j0 += N) {
     const int nk = kv_end - j0 >= N ? N : static_cast<int>(kv_end - j0);
     if constexpr (N == 8) {  // AVX2 (and the scalar VF): qk_dots
       const T* keys[N];
@@ -546,10 +561,7 @@ void narrow_item(const AttentionCall& c, const AttentionItem& it, float* scratch
       for (; c0 < hdp; c0 += N) pv_rows<VF, kPvRows, 1, false>(o + i * hdp + c0, hdp, s + i * N, v_rows, c0, hd, nk);
     }
   }
-  for (int64_t i = 0; i < rows; ++i) {
-    float* dst = seq.out + query_offset(c, it, i);
-    for (int d = 0; d < hd; ++d) dst[d] = o[i * hdp + d] / l[i];
-  }
+  for (int64_t i = 0; i < rows; ++i) write_row<VF>(c, it, i, o + i * hdp, m[i], l[i]);
 }
 
 template <class VF>

@@ -11,9 +11,9 @@ namespace llmserve::model {
 
 namespace {
 
-// Steps of one forward pass (ThreadPool::run_team): the embedding, ten per
-// layer, and the output norm and projection.
-constexpr int kStepsPerLayer = 10;
+// Steps of one forward pass (ThreadPool::run_team): the embedding, eleven
+// per layer, and the output norm and projection.
+constexpr int kStepsPerLayer = 11;
 int forward_steps(int n_layer) { return 1 + kStepsPerLayer * n_layer + 2; }
 
 void add_bias(float* row, const std::vector<float>& bias) {
@@ -136,7 +136,7 @@ std::span<float> ModelRunner::forward(std::span<const SeqBatch> batch) {
   // and of either kind: all take the int8 path.
   const kernels::MatmulJob output({{&w.output, logits_.data()}}, xn_.data(), n_out, acts_.data());
   attention_.plan({hp.n_head, hp.n_head_kv, hp.head_dim}, kv_.layout(), attn_seqs_.data(),
-                  static_cast<int>(attn_seqs_.size()));
+                  static_cast<int>(attn_seqs_.size()), pool_.size());
 
   // One job for the whole pass, every thread running this body; each step
   // is over the rows (norms, RoPE, the KV store, activation quantizing),
@@ -163,6 +163,7 @@ std::span<float> ModelRunner::forward(std::span<const SeqBatch> batch) {
         kv_.store(l, row(k_, r, kv_dim), row(v_, r, kv_dim), &slots_[r], 1);
       });
       team.queue(attention_.items(), [&](int64_t i) { attention_.run_item(i, kv_.k(l), kv_.v(l)); });
+      team.queue(attention_.merges(), [&](int64_t i) { attention_.run_merge(i); });
       team.share(n, [&](int64_t r) { job.o.prepare_row(r); });
       run_matmul(team, job.o);
       team.share(n, [&](int64_t r) {

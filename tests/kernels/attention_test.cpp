@@ -93,6 +93,36 @@ TEST_P(AttentionTest, MatchesReference) {
   }
 }
 
+// Decode with too few items for the threads: each is split over its keys
+// and the parts merged (AttentionJob), on every kernel path (4 query heads
+// per KV head, 8, 1). The 301-key sequence stays whole (parts of at least
+// 256 keys).
+TEST_P(AttentionTest, SplitDecodeMatchesReference) {
+  const auto [type, isa] = GetParam();
+  IsaGuard guard(isa);
+  ThreadPool pool(4);
+  std::mt19937 rng(12);
+  const std::vector<std::pair<int, int>> batch = {{1000, 1}, {300, 1}};
+  for (const Case& c : {Case{8, 2, 64, 16}, Case{32, 4, 64, 16}, Case{4, 4, 40, 16}}) {
+    SCOPED_TRACE("heads " + std::to_string(c.n_head) + "/" + std::to_string(c.n_head_kv));
+    Fixture f(c, type, batch, rng);
+    AttentionJob job;
+    job.plan(f.shape, f.layout, f.seqs.data(), static_cast<int>(f.seqs.size()), pool.size());
+    // 2 x n_kv items where 16 are wanted: the 1001 keys in 16 / (2 n_kv)
+    // parts, at most 3 (of 256 keys or more).
+    const int parts = std::min(16 / (2 * c.n_head_kv), 3);
+    EXPECT_EQ(job.merges(), c.n_head_kv);
+    EXPECT_EQ(job.items(), (parts + 1) * c.n_head_kv);
+    attention(f.shape, f.layout, f.k.data(), f.v.data(), f.seqs.data(), static_cast<int>(f.seqs.size()), pool);
+    for (size_t s = 0; s < f.seqs.size(); ++s) f.seqs[s].out = f.ref[s].data();
+    attention_reference(f.shape, f.layout, f.k.data(), f.v.data(), f.seqs.data(), static_cast<int>(f.seqs.size()));
+    for (size_t s = 0; s < f.seqs.size(); ++s)
+      for (size_t i = 0; i < f.out[s].size(); ++i)
+        ASSERT_LE(std::fabs(f.out[s][i] - f.ref[s][i]), 2e-5 * (1 + std::fabs(f.ref[s][i])))
+            << "sequence " << s << " element " << i << ": " << f.out[s][i] << " vs " << f.ref[s][i];
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(KvTypes, AttentionTest,
                          ::testing::Combine(::testing::Values(TensorType::F32, TensorType::F16, TensorType::Q8_0),
                                             ::testing::ValuesIn(llmserve::testing::runnable_isas())),

@@ -8,20 +8,19 @@
 // vector width), converted once per block to f32 rows that all the item's
 // rows read, with an online softmax (running max m and sum l per row).
 // Three shapes:
-// - M >= N (prefill), tile_item: rows by tiles of N, a tile's rows in the
-//   lanes of a vector. S_j = Q_tile . k_j (one FMA per dim, k_j[d]
-//   broadcast from the transposed block); the softmax lane by lane over
-//   the block's keys; O_tile += P V_blk with O transposed ([dim][row]) and
-//   v_j[d] broadcast. With rows in registers and keys in lanes instead, the
-//   softmax's horizontal reductions and per-row branches took 32% of
+// - M > N (prefill; M >= N on AVX-512), tile_item: rows by tiles of N, a
+//   tile's rows in the lanes of a vector. S_j = Q_tile . k_j (one FMA per
+//   dim, k_j[d] broadcast from the block's rows); the softmax lane by lane
+//   over the block's keys; O_tile += P V_blk with O transposed ([dim][row])
+//   and v_j[d] broadcast. With rows in registers and keys in lanes instead,
+//   the softmax's horizontal reductions and per-row branches took 32% of
 //   prefill attention's time, more than QK^T (BM_AttentionPrefillF16/512);
 //   rows in lanes run it 1.3-1.4x faster.
-// - 1 < M < N (GQA decode), narrow_item: a tile's lanes would be partly
-//   empty, so keys in lanes and the rows in registers, each row's softmax
-//   step on its own (row_softmax_step). f32 and f16 key rows go from the
-//   cache straight into QK (qk_dots; on AVX-512 into a transpose,
-//   transposed_keys), value rows straight into P V (pv_rows): only Q8_0
-//   rows are converted first.
+// - 1 < M <= N (GQA decode; M < N on AVX-512, see item()), narrow_item:
+//   keys in lanes and the rows in registers, each row's softmax step on its
+//   own (row_softmax_step). f32 and f16 key rows go from the cache straight
+//   into QK (qk_dots; on AVX-512 into a transpose, transposed_keys), value
+//   rows straight into P V (pv_rows): only Q8_0 rows are converted first.
 // - M = 1 (decode without GQA), lone_item: the same per row, dotting and
 //   accumulating straight from f32 and f16 cache rows (Q8_0 rows converted).
 #include <algorithm>
@@ -343,7 +342,7 @@ void pv_lanes(float* ot, const float* pt, const float* vb, int64_t hdp, int nk, 
   }
 }
 
-// At least N rows (prefill): tiles of N rows in lanes.
+// Tiles of N rows in lanes (prefill).
 template <class VF>
 void tile_item(const AttentionCall& c, const AttentionItem& it, float* scratch) {
   constexpr int N = VF::N;
@@ -564,10 +563,18 @@ void narrow_item(const AttentionCall& c, const AttentionItem& it, float* scratch
   for (int64_t i = 0; i < rows; ++i) write_row<VF>(c, it, i, o + i * hdp, m[i], l[i]);
 }
 
+// Up to kNarrowRows rows take narrow_item, more tile_item. On AVX2 a full
+// tile's worth (tinyllama's 8 query heads per KV head) goes narrow too: its
+// key and value rows straight from the cache beat converting them for the
+// tile, tinyllama decode at `-d 1900` 1.11x (Q4_0) and 1.09x (Q8_0) in
+// scripts/ab_bench.py (3 rounds each), though level with the tile with the
+// cache in L3 (one layer's, looped). AVX-512, not measured, keeps full
+// tiles on the tile path.
 template <class VF>
 void item(const AttentionCall& c, const AttentionItem& it, float* scratch) {
+  constexpr int kNarrowRows = VF::N == 8 ? VF::N : VF::N - 1;
   const int64_t rows = int64_t{c.shape.n_head / c.shape.n_head_kv} * (it.t1 - it.t0);
-  if (rows >= VF::N) tile_item<VF>(c, it, scratch);
+  if (rows > kNarrowRows) tile_item<VF>(c, it, scratch);
   else if (c.layout.type == gguf::TensorType::F16) {
     if (rows > 1) narrow_item<VF, uint16_t>(c, it, scratch);
     else lone_item<VF, uint16_t>(c, it, scratch);

@@ -20,7 +20,8 @@
 
 using namespace llmserve;
 
-void expect_fast_matches_reference(const model::Model& m, int n_prompt, int n_decode);  // test_fast_vs_reference.cpp
+void expect_fast_matches_reference(const model::Model& m, int n_prompt, int n_decode,
+                                   int n_ctx = 256);  // test_fast_vs_reference.cpp
 
 namespace {
 

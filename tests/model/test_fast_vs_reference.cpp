@@ -35,7 +35,7 @@ float relative_error(std::span<const float> fast, const std::vector<float>& ref)
 
 }  // namespace
 
-void expect_fast_matches_reference(const model::Model& m, int n_prompt, int n_decode) {
+void expect_fast_matches_reference(const model::Model& m, int n_prompt, int n_decode, int n_ctx = 256) {
   const size_t vocab = static_cast<size_t>(m.hparams().n_vocab);
   std::vector<int32_t> tokens;
   for (int i = 0; i < n_prompt + n_decode; ++i) tokens.push_back(static_cast<int32_t>((i * 7919 + 13) % vocab));
@@ -43,7 +43,7 @@ void expect_fast_matches_reference(const model::Model& m, int n_prompt, int n_de
 
   ThreadPool pool(2);
   // f32 KV so only the kernels differ; max_tokens 7: the prompt crosses chunk boundaries.
-  model::SequenceRunner fast(m, pool, 256, gguf::TensorType::F32, /*max_tokens=*/7);
+  model::SequenceRunner fast(m, pool, n_ctx, gguf::TensorType::F32, /*max_tokens=*/7);
   model::ReferenceModel ref(m);
   const auto prompt = fast.eval({tokens.data(), static_cast<size_t>(n_prompt)}, model::Logits::All);
   const std::vector<float> prompt_logits(prompt.begin(), prompt.end());
@@ -88,3 +88,18 @@ INSTANTIATE_TEST_SUITE_P(Types, SyntheticModel,
                          ::testing::Values(gguf::TensorType::F32, gguf::TensorType::F16, gguf::TensorType::BF16,
                                            gguf::TensorType::Q8_0, gguf::TensorType::Q4_0),
                          [](const auto& info) { return std::string(gguf::type_info(info.param)->name); });
+
+// Decode past 512 tokens of context: on 2 threads the tiny shape's 4 KV heads
+// are too few attention items, so each is split in 2 over its keys and the
+// parts merged (kernels::AttentionJob), a step of its own in the runner.
+TEST(SyntheticModelLongContext, SplitDecodeAttentionMatchesReference) {
+  model::SyntheticSpec spec;
+  spec.shape = *model::find_shape("tiny");
+  spec.type = gguf::TensorType::F32;
+  spec.seed = 4;
+  const std::string path = llmserve::testing::temp_path("synthetic-long.gguf");
+  model::write_synthetic_model(spec, path);
+  const auto m = model::Model::load(path);
+  expect_fast_matches_reference(*m, 516, 4, 1024);
+  std::filesystem::remove(path);
+}

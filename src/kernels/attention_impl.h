@@ -502,9 +502,9 @@ void narrow_item(const AttentionCall& c, const AttentionItem& it, float* scratch
   // P V by 8 rows x 2 vectors on AVX-512 (4 x 2 on AVX2): every row in one
   // pass over a value block, each value vector loaded, and converted from
   // f16, once. The former 4 rows x 4 vectors took two passes. Rows are
-  // padded to a whole P V step: pairs for qk_dots, and on AVX-512 the 8
-  // rows of qk_rows. Padded to 8 on AVX2 too, as before qk_dots, 2-4 query
-  // heads per KV head spent half or more of QK on padding.
+  // padded to a whole P V step, which covers qk_dots' pairs on AVX2 and
+  // qk_rows' 8 rows on AVX-512. (Padded to 8 on AVX2, 2-4 query heads per
+  // KV head spent half or more of QK on padding rows.)
   constexpr int N = VF::N, kQkRows = 8, kPvRows = N == 16 ? 8 : 4, kPvCols = 2;
   const AttentionSeq& seq = *it.seq;
   const int hd = c.shape.head_dim;

@@ -90,7 +90,7 @@ void AttentionJob::split_decode_items(int n_threads) {
   if (n_threads <= 1 || n_items >= wanted) return;
   auto parts_of = [&](const AttentionItem& it) {
     if (it.t1 - it.t0 != 1) return int64_t{1};
-    return std::max<int64_t>(1, std::min((wanted + n_items - 1) / n_items, (it.seq->pos0 + it.t1) / kMinPartKeys));
+    return std::max<int64_t>(1, std::min((wanted + n_items - 1) / n_items, keys_end(it) / kMinPartKeys));
   };
   const int group = shape_.n_head / shape_.n_head_kv;
   const int64_t part_floats = int64_t{group} * (2 + shape_.head_dim);
@@ -109,7 +109,7 @@ void AttentionJob::split_decode_items(int n_threads) {
       continue;
     }
     merges_.push_back({it, next, static_cast<int>(parts)});
-    const int64_t keys = it.seq->pos0 + it.t1;
+    const int64_t keys = keys_end(it);
     for (int64_t p = 0; p < parts; ++p) {
       AttentionItem part = it;
       // On whole key blocks of the kernels' width.

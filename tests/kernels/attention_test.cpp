@@ -65,6 +65,18 @@ struct Fixture {
     for (size_t i = 0; i < pos0_nq.size(); ++i)
       seqs.push_back({q[i].data(), out[i].data(), pos0_nq[i].second, pos0_nq[i].first, tables[i].data()});
   }
+
+  // attention() on `pool` into out, attention_reference() into ref, compared.
+  void expect_matches_reference(ThreadPool& pool) {
+    const int n = static_cast<int>(seqs.size());
+    attention(shape, layout, k.data(), v.data(), seqs.data(), n, pool);
+    for (int s = 0; s < n; ++s) seqs[s].out = ref[s].data();
+    attention_reference(shape, layout, k.data(), v.data(), seqs.data(), n);
+    for (int s = 0; s < n; ++s)
+      for (size_t i = 0; i < out[s].size(); ++i)
+        ASSERT_LE(std::fabs(out[s][i] - ref[s][i]), 2e-5 * (1 + std::fabs(ref[s][i])))
+            << "sequence " << s << " element " << i << ": " << out[s][i] << " vs " << ref[s][i];
+  }
 };
 
 class AttentionTest : public ::testing::TestWithParam<std::tuple<TensorType, Isa>> {};
@@ -83,13 +95,7 @@ TEST_P(AttentionTest, MatchesReference) {
     SCOPED_TRACE("heads " + std::to_string(c.n_head) + "/" + std::to_string(c.n_head_kv) + " head_dim " +
                  std::to_string(c.head_dim));
     Fixture f(c, type, batch, rng);
-    attention(f.shape, f.layout, f.k.data(), f.v.data(), f.seqs.data(), static_cast<int>(f.seqs.size()), pool);
-    for (size_t s = 0; s < f.seqs.size(); ++s) f.seqs[s].out = f.ref[s].data();
-    attention_reference(f.shape, f.layout, f.k.data(), f.v.data(), f.seqs.data(), static_cast<int>(f.seqs.size()));
-    for (size_t s = 0; s < f.seqs.size(); ++s)
-      for (size_t i = 0; i < f.out[s].size(); ++i)
-        ASSERT_LE(std::fabs(f.out[s][i] - f.ref[s][i]), 2e-5 * (1 + std::fabs(f.ref[s][i])))
-            << "sequence " << s << " element " << i << ": " << f.out[s][i] << " vs " << f.ref[s][i];
+    ASSERT_NO_FATAL_FAILURE(f.expect_matches_reference(pool));
   }
 }
 
@@ -113,13 +119,7 @@ TEST_P(AttentionTest, SplitDecodeMatchesReference) {
     const int parts = std::min(16 / (2 * c.n_head_kv), 3);
     EXPECT_EQ(job.merges(), c.n_head_kv);
     EXPECT_EQ(job.items(), (parts + 1) * c.n_head_kv);
-    attention(f.shape, f.layout, f.k.data(), f.v.data(), f.seqs.data(), static_cast<int>(f.seqs.size()), pool);
-    for (size_t s = 0; s < f.seqs.size(); ++s) f.seqs[s].out = f.ref[s].data();
-    attention_reference(f.shape, f.layout, f.k.data(), f.v.data(), f.seqs.data(), static_cast<int>(f.seqs.size()));
-    for (size_t s = 0; s < f.seqs.size(); ++s)
-      for (size_t i = 0; i < f.out[s].size(); ++i)
-        ASSERT_LE(std::fabs(f.out[s][i] - f.ref[s][i]), 2e-5 * (1 + std::fabs(f.ref[s][i])))
-            << "sequence " << s << " element " << i << ": " << f.out[s][i] << " vs " << f.ref[s][i];
+    ASSERT_NO_FATAL_FAILURE(f.expect_matches_reference(pool));
   }
 }
 

@@ -452,9 +452,11 @@ void BM_Barrier(benchmark::State& state) {
 BENCHMARK(BM_Barrier)->UseRealTime();
 
 // Attention over an f16 or q8_0 cache: tinyllama's shape (32 query heads,
-// 4 KV heads, head_dim 64: 8 query heads per KV head), or Llama 3 8B's (32,
-// 8, 128: 4 per KV head, the group size of Mistral 7B too).
-const kernels::AttentionShape kTinyllamaAttention{32, 4, 64}, kLlama3Attention{32, 8, 128};
+// 4 KV heads, head_dim 64: 8 query heads per KV head), Llama 3 8B's (32,
+// 8, 128: 4 per KV head, the group size of Mistral 7B too), or
+// stories110m's (12, 12, 64: one query head per KV head, as Llama 2 7B).
+const kernels::AttentionShape kTinyllamaAttention{32, 4, 64}, kLlama3Attention{32, 8, 128},
+    kStoriesAttention{12, 12, 64};
 
 void attention(benchmark::State& state, kernels::AttentionShape shape, TensorType kv_type, bool prefill) {
   const int n_ctx = static_cast<int>(state.range(0));
@@ -485,10 +487,12 @@ void BM_AttentionPrefillF16(benchmark::State& s) { attention(s, kTinyllamaAttent
 void BM_AttentionDecodeF16(benchmark::State& s) { attention(s, kTinyllamaAttention, TensorType::F16, false); }
 void BM_AttentionDecodeQ8_0(benchmark::State& s) { attention(s, kTinyllamaAttention, TensorType::Q8_0, false); }
 void BM_AttentionDecodeF16Llama3(benchmark::State& s) { attention(s, kLlama3Attention, TensorType::F16, false); }
+void BM_AttentionDecodeF16Mha(benchmark::State& s) { attention(s, kStoriesAttention, TensorType::F16, false); }
 BENCHMARK(BM_AttentionPrefillF16)->Arg(128)->Arg(512)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_AttentionDecodeF16)->Arg(512)->Arg(2048)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_AttentionDecodeQ8_0)->Arg(2048)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_AttentionDecodeF16Llama3)->Arg(2048)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_AttentionDecodeF16Mha)->Arg(512)->Arg(2048)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 template <class F>
 void op_bench(benchmark::State& state, F f) {

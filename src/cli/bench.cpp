@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/stats.h"
 #include "core/thread_pool.h"
+#include "gguf/quant.h"
 #include "gguf/types.h"
 #include "kernels/ops.h"
 #include "kernels/roofline.h"
@@ -98,8 +99,18 @@ void run_single_bench(const BenchOptions& o) {
   // loop's runs before and after it (one run's int8 peak read half what the
   // others did), and the reported peak is the median of those runs.
   const double flops = prefill_flops(*model, fp.params, o.depth, o.prompt_tokens);
+  // The KV cache bytes the decode step at position pos reads besides the
+  // weights: every layer's K and V rows of the pos + 1 keys it attends to.
+  // roofline_frac leaves them out (the definition); with -d they are
+  // a large share (SmolLM at -d 1900: 31% of its Q8_0 weights), so the
+  // fraction that counts them, roofline_frac_kv, is reported beside it.
+  const model::HParams& hp = model->hparams();
+  const double kv_row_bytes = static_cast<double>(gguf::row_bytes(kv_type->type, hp.kv_dim()));
+  auto kv_step_bytes = [&](int pos) { return 2.0 * hp.n_layer * kv_row_bytes * (pos + 1); };
+  double kv_bytes = 0;  // over the whole decode
+  for (int i = 0; i < o.gen_tokens; ++i) kv_bytes += kv_step_bytes(o.depth + i);
   kernels::ReadProbe probe(pool, kReadProbeBytes);
-  std::vector<double> bw, pp, tg, frac, peaks{peak}, pp_frac;
+  std::vector<double> bw, pp, tg, frac, frac_kv, peaks{peak}, pp_frac;
   double read_min = 1e30, read_max = 0;  // over every probe read: how far the host's bandwidth moved
   if (!o.json)
     std::printf("%-4s %12s %12s %12s %10s\n", "rep", "read GB/s", "pp tok/s", "tg tok/s", "roofline");
@@ -113,12 +124,14 @@ void run_single_bench(const BenchOptions& o) {
     pp_frac.push_back(flops / pp_seconds / 1e9 / ((peaks[peaks.size() - 2] + peaks.back()) / 2));
     fill_context();
     int32_t next = prompt[0];
-    std::vector<double> reads{probe.gbs()}, segment_frac;
+    std::vector<double> reads{probe.gbs()}, segment_frac, segment_frac_kv;
     double decode_seconds = 0;
     for (int done = 0; done < o.gen_tokens;) {
       const int n = std::min(kSegmentTokens, o.gen_tokens - done);
+      double segment_kv_bytes = 0;
       const auto start = Clock::now();
       for (int i = 0; i < n; ++i) {
+        segment_kv_bytes += kv_step_bytes(o.depth + done + i);
         const auto logits = runner.decode(next);
         next = static_cast<int32_t>(kernels::argmax(logits.data(), static_cast<int64_t>(logits.size())));
       }
@@ -126,6 +139,7 @@ void run_single_bench(const BenchOptions& o) {
       reads.push_back(probe.gbs());
       const double segment_bw = (reads[reads.size() - 2] + reads.back()) / 2;
       segment_frac.push_back(n / seconds * fp.bytes / (segment_bw * 1e9));
+      segment_frac_kv.push_back((n * static_cast<double>(fp.bytes) + segment_kv_bytes) / seconds / (segment_bw * 1e9));
       decode_seconds += seconds;
       done += n;
     }
@@ -134,11 +148,13 @@ void run_single_bench(const BenchOptions& o) {
     read_min = std::min(read_min, *std::min_element(reads.begin(), reads.end()));
     read_max = std::max(read_max, *std::max_element(reads.begin(), reads.end()));
     frac.push_back(median(segment_frac));
+    frac_kv.push_back(median(segment_frac_kv));
     if (!o.json)
       std::printf("%-4d %12.2f %12.1f %12.2f %10.3f\n", r, bw.back(), pp.back(), tg.back(), frac.back());
   }
 
   const double bw_med = median(bw), pp_med = median(pp), tg_med = median(tg), roofline = median(frac);
+  const double roofline_kv = median(frac_kv), kv_per_token = kv_bytes / o.gen_tokens;
   const double pp_gflops = flops * pp_med / o.prompt_tokens / 1e9, compute_frac = median(pp_frac);
   peak = median(peaks);
   if (o.json) {
@@ -146,11 +162,12 @@ void run_single_bench(const BenchOptions& o) {
         "{\"model\":\"%s\",\"type\":\"%s\",\"threads\":%d,\"pp\":%d,\"tg\":%d,\"depth\":%d,\"reps\":%d,"
         "\"pp_tps\":%.2f,\"pp_tps_min\":%.2f,\"tg_tps\":%.3f,\"tg_tps_min\":%.3f,\"bytes_per_token\":%llu,"
         "\"read_bw_gbs\":%.3f,\"read_bw_min_gbs\":%.3f,\"read_bw_max_gbs\":%.3f,\"roofline_frac\":%.4f,"
-        "\"pp_gflops\":%.2f,\"peak_int8_gops\":%.1f,"
+        "\"kv_bytes_per_token\":%llu,\"roofline_frac_kv\":%.4f,\"pp_gflops\":%.2f,\"peak_int8_gops\":%.1f,"
         "\"peak_f32_gflops\":%.1f,\"peak_bf16_gflops\":%.1f,\"pp_peak\":\"%s\",\"pp_compute_frac\":%.4f}\n",
         model->file().path().c_str(), type_name.c_str(), threads, o.prompt_tokens, o.gen_tokens, o.depth, o.reps,
         pp_med, *std::min_element(pp.begin(), pp.end()), tg_med, *std::min_element(tg.begin(), tg.end()),
-        static_cast<unsigned long long>(fp.bytes), bw_med, read_min, read_max, roofline, pp_gflops, c.peak_int8_gops,
+        static_cast<unsigned long long>(fp.bytes), bw_med, read_min, read_max, roofline,
+        static_cast<unsigned long long>(kv_per_token), roofline_kv, pp_gflops, c.peak_int8_gops,
         c.peak_f32_gflops, c.peak_bf16_gflops, peak_name, compute_frac);
     return;
   }
@@ -166,6 +183,8 @@ void run_single_bench(const BenchOptions& o) {
               "%.2f tokens/s\n",
               fp.bytes / 1e6, bw_med, read_min, read_max, bw_med * 1e9 / fp.bytes);
   std::printf("  roofline_frac %.3f\n", roofline);
+  std::printf("  KV cache bytes per token %.1f MB (mean over the decode) -> with the weights' roofline_frac_kv %.3f\n",
+              kv_per_token / 1e6, roofline_kv);
 }
 
 void add_bench(CLI::App& app) {

@@ -10,6 +10,7 @@
 #include <string>
 #include <utility>
 
+#include "model/synthetic.h"
 #include "test_models.h"
 
 namespace {
@@ -144,8 +145,8 @@ TEST(Cli, UnknownShapeIsAClearError) {
 }
 
 // bench --json carries every field the README documents, the median read
-// within the range of the probe reads, and -d is taken into account (a
-// context that does not fit is refused by name).
+// within the range of the probe reads, and -d is taken into account (the
+// KV bytes decode reads; a context that does not fit is refused by name).
 TEST(Cli, BenchJsonReportsTheRooflineFields) {
   const std::string model = temp_path("bench-tiny.gguf");
   ASSERT_EQ(run("gen-model --shape tiny --type q8_0 -o " + model).exit_code, 0);
@@ -155,12 +156,19 @@ TEST(Cli, BenchJsonReportsTheRooflineFields) {
                             "\"roofline_frac\":", "\"pp_gflops\":", "\"peak_int8_gops\":", "\"peak_f32_gflops\":",
                             "\"peak_bf16_gflops\":", "\"pp_peak\":",
                             "\"read_bw_min_gbs\":", "\"read_bw_max_gbs\":",
-                            "\"pp_compute_frac\":", "\"type\":\"q8_0\"", "\"threads\":2", "\"depth\":4"})
+                            "\"pp_compute_frac\":", "\"kv_bytes_per_token\":", "\"roofline_frac_kv\":",
+                            "\"type\":\"q8_0\"", "\"threads\":2", "\"depth\":4"})
     EXPECT_NE(r.out.find(field), std::string::npos) << field << " missing in " << r.out;
   const auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
   EXPECT_GT(j["read_bw_min_gbs"].get<double>(), 0);
   EXPECT_LE(j["read_bw_min_gbs"].get<double>(), j["read_bw_gbs"].get<double>());
   EXPECT_LE(j["read_bw_gbs"].get<double>(), j["read_bw_max_gbs"].get<double>());
+  // Decode steps at positions 4..7 read every layer's K and V rows (f16)
+  // of 5..8 keys: 6.5 on average.
+  const auto tiny = llmserve::model::find_shape("tiny");
+  ASSERT_TRUE(tiny.has_value());
+  EXPECT_EQ(j["kv_bytes_per_token"].get<double>(), 2 * tiny->n_layer * (tiny->kv_dim() * 2) * 6.5);
+  EXPECT_GT(j["roofline_frac_kv"].get<double>(), j["roofline_frac"].get<double>());
   const Result too_deep = run("bench -m " + model + " -p 8 -n 4 -d 100000 --reps 1");
   EXPECT_EQ(too_deep.exit_code, 1) << too_deep.out;
   EXPECT_NE(too_deep.out.find("exceeds the model's context"), std::string::npos) << too_deep.out;

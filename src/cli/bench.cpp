@@ -101,9 +101,9 @@ void run_single_bench(const BenchOptions& o) {
   const double flops = prefill_flops(*model, fp.params, o.depth, o.prompt_tokens);
   // The KV cache bytes the decode step at position pos reads besides the
   // weights: every layer's K and V rows of the pos + 1 keys it attends to.
-  // roofline_frac leaves them out (the definition); with -d they are
-  // a large share (SmolLM at -d 1900: 31% of its Q8_0 weights), so the
-  // fraction that counts them, roofline_frac_kv, is reported beside it.
+  // roofline_frac counts the weights only; with -d the KV rows are a large
+  // share (SmolLM at -d 1900: 31% of its Q8_0 weights), so the fraction that
+  // counts them too, roofline_frac_kv, is reported beside it.
   const model::HParams& hp = model->hparams();
   const double kv_row_bytes = static_cast<double>(gguf::row_bytes(kv_type->type, hp.kv_dim()));
   auto kv_step_bytes = [&](int pos) { return 2.0 * hp.n_layer * kv_row_bytes * (pos + 1); };
@@ -183,7 +183,7 @@ void run_single_bench(const BenchOptions& o) {
               "%.2f tokens/s\n",
               fp.bytes / 1e6, bw_med, read_min, read_max, bw_med * 1e9 / fp.bytes);
   std::printf("  roofline_frac %.3f\n", roofline);
-  std::printf("  KV cache bytes per token %.1f MB (mean over the decode) -> with the weights' roofline_frac_kv %.3f\n",
+  std::printf("  KV cache bytes per token %.1f MB (mean over the decode); with the weights: roofline_frac_kv %.3f\n",
               kv_per_token / 1e6, roofline_kv);
 }
 

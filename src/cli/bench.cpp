@@ -99,16 +99,18 @@ void run_single_bench(const BenchOptions& o) {
   // loop's runs before and after it (one run's int8 peak read half what the
   // others did), and the reported peak is the median of those runs.
   const double flops = prefill_flops(*model, fp.params, o.depth, o.prompt_tokens);
-  // The KV cache bytes the decode step at position pos reads besides the
-  // weights: every layer's K and V rows of the pos + 1 keys it attends to.
+  // The KV cache bytes decode steps read besides the weights: the step at
+  // position pos reads every layer's K and V rows of the pos + 1 keys it
+  // attends to.
   // roofline_frac counts the weights only; with -d the KV rows are a large
   // share (SmolLM at -d 1900: 31% of its Q8_0 weights), so the fraction that
   // counts them too, roofline_frac_kv, is reported beside it.
   const model::HParams& hp = model->hparams();
   const double kv_row_bytes = static_cast<double>(gguf::row_bytes(kv_type->type, hp.kv_dim()));
-  auto kv_step_bytes = [&](int pos) { return 2.0 * hp.n_layer * kv_row_bytes * (pos + 1); };
-  double kv_bytes = 0;  // over the whole decode
-  for (int i = 0; i < o.gen_tokens; ++i) kv_bytes += kv_step_bytes(o.depth + i);
+  // Steps at positions [pos, pos + n): pos + 1 .. pos + n keys, in closed form.
+  auto kv_steps_bytes = [&](int pos, int n) {
+    return 2.0 * hp.n_layer * kv_row_bytes * (double(n) * (pos + 1) + double(n) * (n - 1) / 2);
+  };
   kernels::ReadProbe probe(pool, kReadProbeBytes);
   std::vector<double> bw, pp, tg, frac, frac_kv, peaks{peak}, pp_frac;
   double read_min = 1e30, read_max = 0;  // over every probe read: how far the host's bandwidth moved
@@ -128,10 +130,8 @@ void run_single_bench(const BenchOptions& o) {
     double decode_seconds = 0;
     for (int done = 0; done < o.gen_tokens;) {
       const int n = std::min(kSegmentTokens, o.gen_tokens - done);
-      double segment_kv_bytes = 0;
       const auto start = Clock::now();
       for (int i = 0; i < n; ++i) {
-        segment_kv_bytes += kv_step_bytes(o.depth + done + i);
         const auto logits = runner.decode(next);
         next = static_cast<int32_t>(kernels::argmax(logits.data(), static_cast<int64_t>(logits.size())));
       }
@@ -139,7 +139,8 @@ void run_single_bench(const BenchOptions& o) {
       reads.push_back(probe.gbs());
       const double segment_bw = (reads[reads.size() - 2] + reads.back()) / 2;
       segment_frac.push_back(n / seconds * fp.bytes / (segment_bw * 1e9));
-      segment_frac_kv.push_back((n * static_cast<double>(fp.bytes) + segment_kv_bytes) / seconds / (segment_bw * 1e9));
+      const double segment_bytes = n * static_cast<double>(fp.bytes) + kv_steps_bytes(o.depth + done, n);
+      segment_frac_kv.push_back(segment_bytes / seconds / (segment_bw * 1e9));
       decode_seconds += seconds;
       done += n;
     }
@@ -154,7 +155,7 @@ void run_single_bench(const BenchOptions& o) {
   }
 
   const double bw_med = median(bw), pp_med = median(pp), tg_med = median(tg), roofline = median(frac);
-  const double roofline_kv = median(frac_kv), kv_per_token = kv_bytes / o.gen_tokens;
+  const double roofline_kv = median(frac_kv), kv_per_token = kv_steps_bytes(o.depth, o.gen_tokens) / o.gen_tokens;
   const double pp_gflops = flops * pp_med / o.prompt_tokens / 1e9, compute_frac = median(pp_frac);
   peak = median(peaks);
   if (o.json) {

@@ -127,9 +127,8 @@ void AttentionJob::run_merge(int64_t i) const {
   const Merge& m = merges_[i];
   const int group = shape_.n_head / shape_.n_head_kv, hd = shape_.head_dim;
   const int64_t row_floats = 2 + hd, part_floats = group * row_floats;
-  // The item's one token's query heads kv_head * group .. + group - 1.
-  float* out = m.item.seq->out + int64_t{m.item.t0} * shape_.n_head * hd + int64_t{m.item.kv_head} * group * hd;
-  for (int r = 0; r < group; ++r, out += hd) {
+  for (int r = 0; r < group; ++r) {
+    float* out = m.item.seq->out + query_offset(shape_, m.item, r);
     const float* row = m.parts + r * row_floats;  // part p's: row + p * part_floats
     float mx = -INFINITY;
     for (int p = 0; p < m.n_parts; ++p) mx = std::max(mx, row[p * part_floats]);

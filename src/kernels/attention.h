@@ -57,6 +57,12 @@ struct AttentionItem {
 };
 // The end of the keys an item covers.
 inline int64_t keys_end(const AttentionItem& it) { return it.k1 >= 0 ? it.k1 : int64_t{it.seq->pos0} + it.t1; }
+// Where an item's query row i starts in seq.q and seq.out: row i is query
+// head kv_head * group + i % group of token t0 + i / group.
+inline int64_t query_offset(const AttentionShape& s, const AttentionItem& it, int64_t i) {
+  const int group = s.n_head / s.n_head_kv;
+  return (it.t0 + i / group) * int64_t{s.n_head} * s.head_dim + (int64_t{it.kv_head} * group + i % group) * s.head_dim;
+}
 
 // An attention call taken apart, for callers that run it on threads of
 // their own (see MatmulJob): the batch's work items, longest first, each of

@@ -221,13 +221,6 @@ void qk_dots(const float* q, int64_t hdp, const T* const* keys, int hd, float* s
   }
 }
 
-// Where an item's query row i starts in seq.q and seq.out: row i is query
-// head kv_head * group + i % group of token t0 + i / group.
-inline int64_t query_offset(const AttentionCall& c, const AttentionItem& it, int64_t i) {
-  const int group = c.shape.n_head / c.shape.n_head_kv, hd = c.shape.head_dim;
-  return (it.t0 + i / group) * int64_t{c.shape.n_head} * hd + (int64_t{it.kv_head} * group + i % group) * hd;
-}
-
 // Query row i's result from its unnormalized output o ([hdp]), running max
 // m and sum l: normalized into seq.out, or as they are into the item's
 // partial, for AttentionJob::run_merge.
@@ -242,7 +235,7 @@ void write_row(const AttentionCall& c, const AttentionItem& it, int64_t i, const
     return;
   }
   const VF inv = VF::set1(1.0f / l);
-  float* dst = it.seq->out + query_offset(c, it, i);
+  float* dst = it.seq->out + query_offset(c.shape, it, i);
   for (int64_t d = 0; d < hd; d += VF::N) {
     const VF x = VF::load(o + d) * inv;
     if (hd - d >= VF::N) x.store(dst + d);
@@ -362,7 +355,7 @@ void lone_item(const AttentionCall& c, const AttentionItem& it, float* scratch) 
   float* o = q + hdp;  // [hdp] unnormalized output
   float* s = o + hdp;  // [N] scores, then probabilities
   float* buf = s + N;  // [N][hdp] Q8_0 rows as f32
-  const int64_t q_offset = query_offset(c, it, 0);  // at position pos0 + t0
+  const int64_t q_offset = query_offset(c.shape, it, 0);  // at position pos0 + t0
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   for (int64_t d = 0; d < hdp; ++d) {
     q[d] = d < hd ? seq.q[q_offset + d] * scale : 0.0f;
@@ -457,7 +450,7 @@ void tile_item(const AttentionCall& c, const AttentionItem& it, float* scratch) 
       m[i] = -INFINITY;
       l[i] = 0;
       last[i] = static_cast<float>(seq.pos0 + it.t0 + std::min(i, rows - 1) / group);
-      const float* q = i < rows ? seq.q + query_offset(c, it, i) : nullptr;
+      const float* q = i < rows ? seq.q + query_offset(c.shape, it, i) : nullptr;
       for (int64_t d = 0; d < hdp; d += N) (q ? load_head<VF>(q, d, hd) * scale : VF::zero()).store(kb + r * hdp + d);
     }
     for (int64_t d = 0; d < hdp; d += N) transpose_tile<VF>(kb + d, hdp, qt + tile * tile_floats + d * N, N);
@@ -549,7 +542,7 @@ void narrow_item(const AttentionCall& c, const AttentionItem& it, float* scratch
     l[i] = 0;
   }
   for (int64_t i = 0; i < rows; ++i) {
-    const float* src = seq.q + query_offset(c, it, i);
+    const float* src = seq.q + query_offset(c.shape, it, i);
     for (int d = 0; d < hd; ++d) qs[i * hdp + d] = src[d] * scale;
   }
   const int64_t kv_end = keys_end(it);

@@ -6,14 +6,17 @@
 // CMake build.
 //
 // One decode token of one sequence, every KV head's item in turn, on one
-// thread; --cold reads 96 MiB between calls, so the cache comes from memory
-// as in a real decode step (the weights stream through the caches between
-// layers). Prints the median and quartiles of old time / new time over the
-// rounds (> 1: new is faster). Two builds of the same code can differ by a
-// few percent here (code layout), so read differences under 5% with
-// `--only old|new` under `valgrind --tool=callgrind` too (instruction counts).
+// thread; without GQA one item of all the KV heads, as AttentionJob::plan
+// makes it (--old-per-head: the old side one item per KV head, as plans
+// made them up to a6e366b). --cold reads 96 MiB between calls, so the
+// cache comes from memory as in a real decode step (the weights stream
+// through the caches between layers). Prints the median and quartiles of
+// old time / new time over the rounds (> 1: new is faster). Two builds of
+// the same code can differ by a few percent here (code layout), so read
+// differences under 5% with `--only old|new` under `valgrind
+// --tool=callgrind` too (instruction counts).
 //
-//   attention_ab [--cold] [--only old|new] N_CTX N_KV GROUP HEAD_DIM [q8_0]
+//   attention_ab [--cold] [--only old|new] [--old-per-head] N_CTX N_KV GROUP HEAD_DIM [q8_0]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -42,19 +45,20 @@ using namespace llmserve::kernels;
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 int usage() {
-  std::fprintf(stderr, "usage: attention_ab [--cold] [--only old|new] N_CTX N_KV GROUP HEAD_DIM [q8_0]\n");
+  std::fprintf(stderr, "usage: attention_ab [--cold] [--only old|new] [--old-per-head] N_CTX N_KV GROUP HEAD_DIM [q8_0]\n");
   return 2;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool cold = false;
+  bool cold = false, old_per_head = false;
   std::string only;
   std::vector<std::string> args;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--cold") cold = true;
+    else if (a == "--old-per-head") old_per_head = true;
     else if (a == "--only" && i + 1 < argc) only = argv[++i];
     else args.push_back(a);
   }
@@ -86,7 +90,7 @@ int main(int argc, char** argv) {
   for (float& x : q) x = dist(rng);
   const AttentionSeq seq{q.data(), out.data(), 1, n_ctx - 1, table.data()};
   const AttentionCall call{shape, layout, k, v};
-  const size_t scratch_bytes = (attention_scratch_floats(group, head_dim, VF::N) * sizeof(float) + 63) / 64 * 64;
+  const size_t scratch_bytes = (attention_scratch_floats(group, n_kv, head_dim, VF::N) * sizeof(float) + 63) / 64 * 64;
   auto* scratch = static_cast<float*>(std::aligned_alloc(64, scratch_bytes));  // 64-byte aligned, as the job's
   std::vector<uint8_t> flush(size_t{96} << 20, 1);
   uint64_t sink = 0;
@@ -95,8 +99,9 @@ int main(int argc, char** argv) {
     if (cold)
       for (size_t i = 0; i < flush.size(); i += 64) sink += flush[i];
     const double t0 = now();
-    for (int h = 0; h < n_kv; ++h) {
-      const AttentionItem it{&seq, h, 0, 1};
+    const bool all_heads = group == 1 && (use_new || !old_per_head);
+    for (int h = 0; h < (all_heads ? 1 : n_kv); ++h) {
+      const AttentionItem it{&seq, h, 0, 1, 0, -1, nullptr, all_heads ? n_kv : 1};
       if (use_new) attention_impl::item<VF>(call, it, scratch);
       else attention_old::item<VF>(call, it, scratch);
     }

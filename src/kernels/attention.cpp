@@ -67,39 +67,58 @@ void AttentionJob::plan(const AttentionShape& shape, const KvLayout& layout, con
   // tokens +6%, 128 tokens +1%.
   const int tokens_per_item = group >= 128 ? 1 : 128 / group;
   items_.clear();
-  for (int s = 0; s < n_seqs; ++s)
+  int lone_heads = 1;
+  for (int s = 0; s < n_seqs; ++s) {
+    // A decode token without GQA has one query row per KV head: one item
+    // takes them all, block by block (lone_item), so each block's rows are
+    // read from memory together, where an item per head read a 128-256
+    // byte slice of every row of the cache and came back for the next
+    // slice only with the next head. One thread, the old and the new
+    // alternated 61 times in one process (scripts/attention_ab.sh
+    // --old-per-head, AVX2), cache from memory / in L3: stories110m's
+    // shape (12 heads of 64) at 900 keys 1.38-1.40x / 1.11x as fast, Llama
+    // 2 7B's (32 of 128) at 2048 keys 1.28x / 1.25x, stories110m's with a
+    // Q8_0 cache 1.10x / 1.05x. Items are then split over their keys for
+    // the threads (split_decode_items).
+    if (group == 1 && seqs[s].n_q == 1) {
+      items_.push_back({&seqs[s], 0, 0, 1, 0, -1, nullptr, shape.n_head_kv});
+      lone_heads = shape.n_head_kv;
+      continue;
+    }
     for (int t0 = 0; t0 < seqs[s].n_q; t0 += tokens_per_item)
       for (int h = 0; h < shape.n_head_kv; ++h)
         items_.push_back({&seqs[s], h, t0, std::min(seqs[s].n_q, t0 + tokens_per_item)});
+  }
   split_decode_items(n_threads);
   // Longest first (cost ~ rows x keys), so the last items to finish are short.
-  auto cost = [](const AttentionItem& it) { return int64_t{it.t1 - it.t0} * (keys_end(it) - it.k0); };
+  auto cost = [](const AttentionItem& it) { return int64_t{it.t1 - it.t0} * it.n_heads * (keys_end(it) - it.k0); };
   std::stable_sort(items_.begin(), items_.end(), [&](const auto& a, const auto& b) { return cost(a) > cost(b); });
-  scratch_floats_ = attention_scratch_floats(int64_t{group} * tokens_per_item, shape.head_dim,
+  scratch_floats_ = attention_scratch_floats(int64_t{group} * tokens_per_item, lone_heads, shape.head_dim,
                                              attention_kernels(active_isa()).lanes);
 }
 
 void AttentionJob::split_decode_items(int n_threads) {
   // Enough items for the threads to finish level, taken longest first from
-  // one queue: 4 per thread. Parts of at least kMinPartKeys keys keep what
-  // each part costs beyond its keys (its queries in, its partial out, the
-  // merge) small.
+  // one queue: 4 per thread. Parts of at least kMinPartKeys keys per KV head
+  // keep what each part costs beyond its keys (its queries in, its partial
+  // out, the merge) small.
   constexpr int64_t kMinPartKeys = 256;
   merges_.clear();
   const int64_t wanted = 4 * int64_t{n_threads}, n_items = static_cast<int64_t>(items_.size());
   if (n_threads <= 1 || n_items >= wanted) return;
+  const int lanes = attention_kernels(active_isa()).lanes;
   auto parts_of = [&](const AttentionItem& it) {
     if (it.t1 - it.t0 != 1) return int64_t{1};
-    return std::max<int64_t>(1, std::min((wanted + n_items - 1) / n_items, keys_end(it) / kMinPartKeys));
+    const int64_t min_keys = std::max<int64_t>(lanes, kMinPartKeys / it.n_heads);
+    return std::max<int64_t>(1, std::min((wanted + n_items - 1) / n_items, keys_end(it) / min_keys));
   };
   const int group = shape_.n_head / shape_.n_head_kv;
-  const int64_t part_floats = int64_t{group} * (2 + shape_.head_dim);
-  int64_t n_parts = 0;
+  auto part_floats = [&](const AttentionItem& it) { return int64_t{group} * it.n_heads * (2 + shape_.head_dim); };
+  int64_t n_floats = 0;
   for (const AttentionItem& it : items_)
-    if (const int64_t p = parts_of(it); p > 1) n_parts += p;
-  if (n_parts == 0) return;
-  partials_.resize(static_cast<size_t>(n_parts * part_floats));
-  const int lanes = attention_kernels(active_isa()).lanes;
+    if (const int64_t p = parts_of(it); p > 1) n_floats += p * part_floats(it);
+  if (n_floats == 0) return;
+  partials_.resize(static_cast<size_t>(n_floats));
   std::vector<AttentionItem> items;
   float* next = partials_.data();
   for (const AttentionItem& it : items_) {
@@ -116,7 +135,7 @@ void AttentionJob::split_decode_items(int n_threads) {
       part.k0 = static_cast<int>(keys * p / parts / lanes * lanes);
       part.k1 = p + 1 == parts ? static_cast<int>(keys) : static_cast<int>(keys * (p + 1) / parts / lanes * lanes);
       part.partial = next;
-      next += part_floats;
+      next += part_floats(it);
       items.push_back(part);
     }
   }
@@ -125,9 +144,9 @@ void AttentionJob::split_decode_items(int n_threads) {
 
 void AttentionJob::run_merge(int64_t i) const {
   const Merge& m = merges_[i];
-  const int group = shape_.n_head / shape_.n_head_kv, hd = shape_.head_dim;
-  const int64_t row_floats = 2 + hd, part_floats = group * row_floats;
-  for (int r = 0; r < group; ++r) {
+  const int rows = shape_.n_head / shape_.n_head_kv * m.item.n_heads, hd = shape_.head_dim;
+  const int64_t row_floats = 2 + hd, part_floats = rows * row_floats;
+  for (int r = 0; r < rows; ++r) {
     float* out = m.item.seq->out + query_offset(shape_, m.item, r);
     const float* row = m.parts + r * row_floats;  // part p's: row + p * part_floats
     float mx = -INFINITY;

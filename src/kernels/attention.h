@@ -43,8 +43,8 @@ void attention(const AttentionShape& shape, const KvLayout& layout, const uint8_
                const AttentionSeq* seqs, int n_seqs, ThreadPool& pool);
 
 // One work item: query rows [t0, t1) of `seq`, for the query heads that
-// share KV head `kv_head`, over the keys at positions [k0, k1) of those the
-// rows see (k1 < 0: up to the last row's position). An item with `partial`
+// share KV heads [kv_head, kv_head + n_heads), over the keys at positions
+// [k0, k1) of those the rows see (k1 < 0: up to the last row's position). An item with `partial`
 // is one part of a decode token's keys (AttentionJob splits them): it
 // leaves each row's running max, sum and unnormalized output there
 // ([rows][2 + head_dim]) for AttentionJob to merge.
@@ -54,14 +54,16 @@ struct AttentionItem {
   int t0, t1;
   int k0 = 0, k1 = -1;
   float* partial = nullptr;
+  int n_heads = 1;
 };
 // The end of the keys an item covers.
 inline int64_t keys_end(const AttentionItem& it) { return it.k1 >= 0 ? it.k1 : int64_t{it.seq->pos0} + it.t1; }
 // Where an item's query row i starts in seq.q and seq.out: row i is query
-// head kv_head * group + i % group of token t0 + i / group.
+// head kv_head * group + i % heads of token t0 + i / heads, where heads =
+// group * n_heads are the query heads of the item's KV heads.
 inline int64_t query_offset(const AttentionShape& s, const AttentionItem& it, int64_t i) {
-  const int group = s.n_head / s.n_head_kv;
-  return (it.t0 + i / group) * int64_t{s.n_head} * s.head_dim + (int64_t{it.kv_head} * group + i % group) * s.head_dim;
+  const int group = s.n_head / s.n_head_kv, heads = group * it.n_heads;
+  return (it.t0 + i / heads) * int64_t{s.n_head} * s.head_dim + (int64_t{it.kv_head} * group + i % heads) * s.head_dim;
 }
 
 // An attention call taken apart, for callers that run it on threads of

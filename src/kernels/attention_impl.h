@@ -4,7 +4,8 @@
 // instantiations compiled with different ISA flags never share a symbol.
 //
 // One work item = one KV head x a block of query tokens: the M = group x
-// tokens query rows that read the same keys. Keys go by blocks of N (the
+// tokens query rows that read the same keys (or, for decode without GQA,
+// several KV heads' lone rows: lone_item). Keys go by blocks of N (the
 // vector width), converted once per block to f32 rows that all the item's
 // rows read, with an online softmax (running max m and sum l per row).
 // Three shapes:
@@ -23,7 +24,8 @@
 //   rows straight into P V (pv_rows): only Q8_0 rows are converted first.
 // - M = 1 (decode without GQA), lone_item: the same per row, dotting and
 //   accumulating straight from f32 and f16 cache rows (Q8_0 rows converted;
-//   QK by qk_dots on AVX2).
+//   QK by qk_dots on AVX2), for each of the item's KV heads in turn within
+//   each key block.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -336,55 +338,70 @@ void row_softmax_step(float* s, int visible, float& m, float& l, float* o, int64
   l += p.reduce_add();
 }
 
-// A lone query row, the item's only one (decode without GQA): each key
-// block's scores are one vector (keys in lanes), s[j] = q . K_j, and
-// o += p_j V_j, both straight from the rows block_rows finds. With one walk
-// of the block table for both caches, qk_dots' one sum_each for a block's
-// 8 scores instead of a reduction per key, and P V's accumulators kept in
-// registers (pv_rows), stories110m's shape at 900 keys on one thread took
-// 0.48-0.50x the time with the cache in L2, 0.87x with it in memory,
-// Llama 2 7B's (32 heads of 128) at 2048 keys 0.85x (61 alternations each
-// in one process, AVX2).
+// Lone query rows (decode without GQA: one per KV head), one for each of
+// the item's n_heads KV heads, taken key block by key block, and within a
+// block head by head: each head's scores are one vector (keys in lanes),
+// s[j] = q . K_j, then its softmax step and o += p_j V_j, both straight
+// from the rows block_rows finds. So a block's rows are read (and the next
+// block's prefetched) slice after slice along each row, where an item per
+// head went down the whole cache once for each head; see
+// AttentionJob::plan for what that measured. With one walk of the block
+// table for both caches,
+// qk_dots' one sum_each for a block's 8 scores instead of a reduction per
+// key, and P V's accumulators kept in registers (pv_rows), stories110m's
+// shape at 900 keys on one thread took 0.48-0.50x the time with the cache
+// in L2, 0.87x with it in memory, Llama 2 7B's (32 heads of 128) at 2048
+// keys 0.85x (61 alternations each in one process, AVX2).
 template <class VF, class T>
 void lone_item(const AttentionCall& c, const AttentionItem& it, float* scratch) {
   constexpr int N = VF::N;
   const AttentionSeq& seq = *it.seq;
-  const int hd = c.shape.head_dim;
-  const int64_t hdp = (hd + N - 1) / N * N;
-  float* q = scratch;  // [hdp] the query, pre-scaled, zero-padded
-  float* o = q + hdp;  // [hdp] unnormalized output
-  float* s = o + hdp;  // [N] scores, then probabilities
-  float* buf = s + N;  // [N][hdp] Q8_0 rows as f32
-  const int64_t q_offset = query_offset(c.shape, it, 0);  // at position pos0 + t0
+  const int hd = c.shape.head_dim, heads = it.n_heads;
+  const int64_t hdp = (hd + N - 1) / N * N, width = heads * hdp;
+  float* q = scratch;        // [heads][hdp] the queries, pre-scaled, zero-padded
+  float* o = q + width;      // [heads][hdp] unnormalized outputs
+  float* s = o + width;      // [N] a head's scores, then probabilities
+  float* m = s + N;          // [heads] running max
+  float* l = m + heads;      // [heads] running sum
+  float* buf = l + heads;    // [N][hdp] Q8_0 rows as f32
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  for (int64_t d = 0; d < hdp; ++d) {
-    q[d] = d < hd ? seq.q[q_offset + d] * scale : 0.0f;
-    o[d] = 0;
+  for (int h = 0; h < heads; ++h) {
+    const float* src = seq.q + query_offset(c.shape, it, h);  // at position pos0 + t0
+    for (int64_t d = 0; d < hdp; ++d) {
+      q[h * hdp + d] = d < hd ? src[d] * scale : 0.0f;
+      o[h * hdp + d] = 0;
+    }
+    m[h] = -INFINITY;
+    l[h] = 0;
   }
-  float m = -INFINITY, l = 0;
   const int64_t kv_end = keys_end(it);
   for (int64_t j0 = it.k0; j0 < kv_end; j0 += N) {
     const int nk = kv_end - j0 >= N ? N : static_cast<int>(kv_end - j0);
     const RowBlock<N> rb = row_block<N>(c, seq, j0, nk);
-    const T* rows[N];
-    block_rows<VF>(c, c.k, rb, it.kv_head, buf, hdp, rows);
-    if constexpr (N == 8) {  // AVX2 (and the scalar VF): qk_dots
-      for (int j = nk; j < N; ++j) rows[j] = rows[0];
-      qk_dots<VF, 1>(q, hdp, rows, hd, s);
-    } else {  // AVX-512, where VF::sum_each is missing
-      constexpr int kRows = 4;
-      int j = 0;
-      for (; j + kRows <= nk; j += kRows) dot_rows<VF, kRows>(rows + j, q, hd, s + j);
-      for (; j < nk; ++j) dot_rows<VF, 1>(rows + j, q, hd, s + j);
+    for (int h = 0; h < heads; ++h) {
+      const int kv_head = it.kv_head + h;
+      float* qh = q + h * hdp;
+      float* oh = o + h * hdp;
+      const T* rows[N];
+      block_rows<VF>(c, c.k, rb, kv_head, buf, hdp, rows);
+      if constexpr (N == 8) {  // AVX2 (and the scalar VF): qk_dots
+        for (int j = nk; j < N; ++j) rows[j] = rows[0];
+        qk_dots<VF, 1>(qh, hdp, rows, hd, s);
+      } else {  // AVX-512, where VF::sum_each is missing
+        constexpr int kRows = 4;
+        int j = 0;
+        for (; j + kRows <= nk; j += kRows) dot_rows<VF, kRows>(rows + j, qh, hd, s + j);
+        for (; j < nk; ++j) dot_rows<VF, 1>(rows + j, qh, hd, s + j);
+      }
+      row_softmax_step<VF>(s, nk, m[h], l[h], oh, hdp);
+      block_rows<VF>(c, c.v, rb, kv_head, buf, hdp, rows);
+      constexpr int kVectors = 4;  // 64 columns on AVX-512: a common head_dim in one pass
+      int64_t d = 0;
+      for (; d + kVectors * N <= hd; d += kVectors * N) pv_rows<VF, 1, kVectors, true>(oh + d, hdp, s, rows, d, hd, nk);
+      for (; d < hdp; d += N) pv_rows<VF, 1, 1, false>(oh + d, hdp, s, rows, d, hd, nk);
     }
-    row_softmax_step<VF>(s, nk, m, l, o, hdp);
-    block_rows<VF>(c, c.v, rb, it.kv_head, buf, hdp, rows);
-    constexpr int kVectors = 4;  // 64 columns on AVX-512: a common head_dim in one pass
-    int64_t d = 0;
-    for (; d + kVectors * N <= hd; d += kVectors * N) pv_rows<VF, 1, kVectors, true>(o + d, hdp, s, rows, d, hd, nk);
-    for (; d < hdp; d += N) pv_rows<VF, 1, 1, false>(o + d, hdp, s, rows, d, hd, nk);
   }
-  write_row<VF>(c, it, 0, o, m, l);
+  for (int h = 0; h < heads; ++h) write_row<VF>(c, it, h, o + h * hdp, m[h], l[h]);
 }
 
 // s[j] = sum_d qt[d] k_j[d] for the N keys of a block (kb: [N][hdp], the

@@ -29,10 +29,12 @@ namespace avx512 { extern const AttentionKernels kAttentionKernels; }
 
 const AttentionKernels& attention_kernels(Isa isa);
 
-// Scratch one work item needs: `rows` = query rows (group size x tokens).
-// With at least `lanes` rows, rows go by tiles of `lanes`, fewer go one by
-// one (attention_impl.h); a lone row needs less than either.
-inline int64_t attention_scratch_floats(int64_t rows, int head_dim, int lanes) {
+// Scratch one work item needs: `rows` = query rows per KV head (group size
+// x tokens), `lone_heads` = KV heads of an item of lone rows (one row per
+// KV head, see AttentionJob::plan). With at least `lanes` rows, rows go by
+// tiles of `lanes`, fewer one by one, lone rows head by head
+// (attention_impl.h).
+inline int64_t attention_scratch_floats(int64_t rows, int lone_heads, int head_dim, int lanes) {
   const int64_t hdp = (head_dim + lanes - 1) / lanes * lanes;
   // Per tile Q and O (transposed), max, sum, last key; a tile's probabilities.
   const int64_t tiles = (rows + lanes - 1) / lanes;
@@ -41,7 +43,10 @@ inline int64_t attention_scratch_floats(int64_t rows, int head_dim, int lanes) {
   const int64_t narrow_rows = (std::min<int64_t>(rows, lanes) + 7) / 8 * 8;
   const int64_t narrow = narrow_rows * (2 * hdp + lanes + 2);
   // Then K block and its transpose, V block.
-  return std::max(tiled, narrow) + 3 * lanes * hdp;
+  const int64_t blocks = 3 * lanes * hdp;
+  // Per head Q, O, max, sum; a head's scores, a Q8_0 block.
+  const int64_t lone = lone_heads * (2 * hdp + 2) + lanes + lanes * hdp;
+  return std::max(std::max(tiled, narrow) + blocks, lone);
 }
 
 }  // namespace llmserve::kernels

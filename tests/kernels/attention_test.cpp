@@ -101,8 +101,9 @@ TEST_P(AttentionTest, MatchesReference) {
 
 // Decode with too few items for the threads: each is split over its keys
 // and the parts merged (AttentionJob), on every kernel path (4 query heads
-// per KV head, 8, 1). The 301-key sequence stays whole (parts of at least
-// 256 keys).
+// per KV head, 8, 1). With GQA the 301-key sequence stays whole (parts of at
+// least 256 keys per KV head); without, each sequence is one item of all 4
+// KV heads, split into parts of at least 64 keys.
 TEST_P(AttentionTest, SplitDecodeMatchesReference) {
   const auto [type, isa] = GetParam();
   IsaGuard guard(isa);
@@ -114,11 +115,16 @@ TEST_P(AttentionTest, SplitDecodeMatchesReference) {
     Fixture f(c, type, batch, rng);
     AttentionJob job;
     job.plan(f.shape, f.layout, f.seqs.data(), static_cast<int>(f.seqs.size()), pool.size());
-    // 2 x n_kv items where 16 are wanted: the 1001 keys in 16 / (2 n_kv)
-    // parts, at most 3 (of 256 keys or more).
-    const int parts = std::min(16 / (2 * c.n_head_kv), 3);
-    EXPECT_EQ(job.merges(), c.n_head_kv);
-    EXPECT_EQ(job.items(), (parts + 1) * c.n_head_kv);
+    if (c.n_head == c.n_head_kv) {
+      // 2 items where 16 are wanted: 8 parts each, at most 301 / 64 = 4.
+      EXPECT_EQ(job.merges(), 2);
+      EXPECT_EQ(job.items(), 8 + 4);
+    } else {
+      // 2 x n_kv items: the 1001 keys in 16 / (2 n_kv) parts, at most 3.
+      const int parts = std::min(16 / (2 * c.n_head_kv), 3);
+      EXPECT_EQ(job.merges(), c.n_head_kv);
+      EXPECT_EQ(job.items(), (parts + 1) * c.n_head_kv);
+    }
     ASSERT_NO_FATAL_FAILURE(f.expect_matches_reference(pool));
   }
 }

@@ -5,10 +5,11 @@
 // revision's attention_impl.h in namespace attention_old); not part of the
 // CMake build.
 //
-// One decode token of one sequence, every KV head's item in turn, on one
-// thread; without GQA one item of all the KV heads, as AttentionJob::plan
-// makes it (--old-per-head: the old side one item per KV head, as plans
-// made them up to a6e366b). --cold reads 96 MiB between calls, so the
+// One decode token of one sequence on one thread: one item of all the KV
+// heads, as AttentionJob::plan makes it, or with more query heads per KV
+// head than the narrow path takes, every KV head's item in turn
+// (--old-per-head: the old side one item per KV head, as plans made them
+// up to a6e366b, and at 0d4462d with GQA). --cold reads 96 MiB between calls, so the
 // cache comes from memory as in a real decode step (the weights stream
 // through the caches between layers). Prints the median and quartiles of
 // old time / new time over the rounds (> 1: new is faster). Two builds of
@@ -99,7 +100,7 @@ int main(int argc, char** argv) {
     if (cold)
       for (size_t i = 0; i < flush.size(); i += 64) sink += flush[i];
     const double t0 = now();
-    const bool all_heads = group == 1 && (use_new || !old_per_head);
+    const bool all_heads = group <= narrow_rows_max(VF::N) && (use_new || !old_per_head);
     for (int h = 0; h < (all_heads ? 1 : n_kv); ++h) {
       const AttentionItem it{&seq, h, 0, 1, 0, -1, nullptr, all_heads ? n_kv : 1};
       if (use_new) attention_impl::item<VF>(call, it, scratch);

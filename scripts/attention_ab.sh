@@ -5,11 +5,12 @@
 # machine's vector width, and their items alternate on one thread.
 #   scripts/attention_ab.sh OLD_REV [--cold] [--only old|new] [--old-per-head] N_CTX N_KV GROUP HEAD_DIM [q8_0]
 #   scripts/attention_ab.sh HEAD~1 --cold 900 12 1 64      # stories110m's shape, cache from memory
-#   (--old-per-head for an OLD_REV up to a6e366b, whose plans made one item per KV head)
+#   (--old-per-head: for an OLD_REV whose plans made one item per KV head,
+#   up to a6e366b, and 0d4462d with GQA)
 # Needs the release build (scripts/setup.sh) for the libraries it links.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ $# -ge 5 ] || { sed -n '2,9p' "$0"; exit 2; }
+[ $# -ge 5 ] || { sed -n '2,10p' "$0"; exit 2; }
 rev=$1
 shift
 dir=$(mktemp -d)

@@ -66,23 +66,24 @@ void AttentionJob::plan(const AttentionShape& shape, const KvLayout& layout, con
   // 64 rows, BM_AttentionPrefillF16 (7 rounds alternated, medians): 512
   // tokens +6%, 128 tokens +1%.
   const int tokens_per_item = group >= 128 ? 1 : 128 / group;
+  const int lanes = attention_kernels(active_isa()).lanes;
   items_.clear();
-  int lone_heads = 1;
+  int item_heads = 1;
   for (int s = 0; s < n_seqs; ++s) {
-    // A decode token without GQA has one query row per KV head: one item
-    // takes them all, block by block (lone_item), so each block's rows are
-    // read from memory together, where an item per head read a 128-256
-    // byte slice of every row of the cache and came back for the next
-    // slice only with the next head. One thread, the old and the new
-    // alternated 61 times in one process (scripts/attention_ab.sh
-    // --old-per-head, AVX2), cache from memory / in L3: stories110m's
-    // shape (12 heads of 64) at 900 keys 1.38-1.40x / 1.11x as fast, Llama
-    // 2 7B's (32 of 128) at 2048 keys 1.28x / 1.25x, stories110m's with a
-    // Q8_0 cache 1.10x / 1.05x. Items are then split over their keys for
-    // the threads (split_decode_items).
-    if (group == 1 && seqs[s].n_q == 1) {
+    // A decode token whose query heads per KV head take the narrow or lone
+    // path: one item takes all the KV heads, block by block (narrow_item,
+    // lone_item), so each block's rows are read from memory together,
+    // where an item per head read a 128-256 byte slice of every row of
+    // the cache and came back for the next slice only with the next head.
+    // One thread, the old and the new alternated 61 times in one process
+    // (scripts/attention_ab.sh --old-per-head, AVX2), cache from memory /
+    // in L3: stories110m's shape (12 heads of 64) at 900 keys 1.38-1.40x /
+    // 1.11x as fast, Llama 2 7B's (32 of 128) at 2048 keys 1.28x / 1.25x,
+    // stories110m's with a Q8_0 cache 1.10x / 1.05x. Items are then split
+    // over their keys for the threads (split_decode_items).
+    if (seqs[s].n_q == 1 && group <= narrow_rows_max(lanes)) {
       items_.push_back({&seqs[s], 0, 0, 1, 0, -1, nullptr, shape.n_head_kv});
-      lone_heads = shape.n_head_kv;
+      item_heads = shape.n_head_kv;
       continue;
     }
     for (int t0 = 0; t0 < seqs[s].n_q; t0 += tokens_per_item)
@@ -93,8 +94,7 @@ void AttentionJob::plan(const AttentionShape& shape, const KvLayout& layout, con
   // Longest first (cost ~ rows x keys), so the last items to finish are short.
   auto cost = [](const AttentionItem& it) { return int64_t{it.t1 - it.t0} * it.n_heads * (keys_end(it) - it.k0); };
   std::stable_sort(items_.begin(), items_.end(), [&](const auto& a, const auto& b) { return cost(a) > cost(b); });
-  scratch_floats_ = attention_scratch_floats(int64_t{group} * tokens_per_item, lone_heads, shape.head_dim,
-                                             attention_kernels(active_isa()).lanes);
+  scratch_floats_ = attention_scratch_floats(int64_t{group} * tokens_per_item, item_heads, shape.head_dim, lanes);
 }
 
 void AttentionJob::split_decode_items(int n_threads) {

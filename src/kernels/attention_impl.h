@@ -529,7 +529,8 @@ void qk_rows(const float* qs, int64_t hdp, const float* kt, int head_dim, float*
 }
 
 // T: how block_rows hands out value rows (uint16_t for an f16 cache, float
-// otherwise).
+// otherwise). The item's KV heads in turn within each key block, as
+// lone_item takes them.
 template <class VF, class T>
 void narrow_item(const AttentionCall& c, const AttentionItem& it, float* scratch) {
   // P V by 8 rows x 2 vectors on AVX-512 (4 x 2 on AVX2): every row in one
@@ -540,64 +541,75 @@ void narrow_item(const AttentionCall& c, const AttentionItem& it, float* scratch
   // KV head spent half or more of QK on padding rows.)
   constexpr int N = VF::N, kQkRows = 8, kPvRows = N == 16 ? 8 : 4, kPvCols = 2;
   const AttentionSeq& seq = *it.seq;
-  const int hd = c.shape.head_dim;
+  const int hd = c.shape.head_dim, heads = it.n_heads;
   const int group = c.shape.n_head / c.shape.n_head_kv;
   const int64_t hdp = (hd + N - 1) / N * N;
+  // Per KV head: `rows` query rows (token-major), padded.
   const int64_t rows = int64_t{group} * (it.t1 - it.t0), padded = (rows + kPvRows - 1) / kPvRows * kPvRows;
-  float* qs = scratch;           // [padded][hdp] queries, pre-scaled
-  float* o = qs + padded * hdp;  // [padded][hdp] unnormalized output
-  float* s = o + padded * hdp;   // [padded][N] scores, then probabilities
-  float* m = s + padded * N;     // [padded] running max
-  float* l = m + padded;         // [padded] running sum
-  float* kb = l + padded;        // [N][hdp] a Q8_0 key block as f32 rows
-  float* kt = kb + N * hdp;      // [hdp][N] the key block, transposed
-  float* vb = kt + hdp * N;      // [N][hdp] a Q8_0 value block as f32 rows
-  std::memset(qs, 0, sizeof(float) * 2 * padded * hdp + sizeof(float) * padded * N);
+  const int64_t all = heads * padded;
+  float* qs = scratch;        // [heads][padded][hdp] queries, pre-scaled
+  float* o = qs + all * hdp;  // [heads][padded][hdp] unnormalized output
+  float* m = o + all * hdp;   // [heads][padded] running max
+  float* l = m + all;         // [heads][padded] running sum
+  float* s = l + all;         // [padded][N] a head's scores, then probabilities
+  float* kb = s + padded * N; // [N][hdp] a Q8_0 key block as f32 rows
+  float* kt = kb + N * hdp;   // [hdp][N] the key block, transposed
+  float* vb = kt + hdp * N;   // [N][hdp] a Q8_0 value block as f32 rows
+  std::memset(qs, 0, sizeof(float) * 2 * all * hdp);
+  std::fill(m, m + all, -INFINITY);
+  std::fill(l, l + all, 0.0f);
+  // The item's row index (query_offset, write_row) of head h's row i.
+  auto item_row = [&](int h, int64_t i) { return i / group * group * heads + int64_t{h} * group + i % group; };
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  for (int64_t i = 0; i < padded; ++i) {
-    m[i] = -INFINITY;
-    l[i] = 0;
-  }
-  for (int64_t i = 0; i < rows; ++i) {
-    const float* src = seq.q + query_offset(c.shape, it, i);
-    for (int d = 0; d < hd; ++d) qs[i * hdp + d] = src[d] * scale;
-  }
+  for (int h = 0; h < heads; ++h)
+    for (int64_t i = 0; i < rows; ++i) {
+      const float* src = seq.q + query_offset(c.shape, it, item_row(h, i));
+      for (int d = 0; d < hd; ++d) qs[(h * padded + i) * hdp + d] = src[d] * scale;
+    }
   const int64_t kv_end = keys_end(it);
   for (int64_t j0 = it.k0; j0 < kv_end; j0 += N) {
     const int nk = kv_end - j0 >= N ? N : static_cast<int>(kv_end - j0);
     const RowBlock<N> rb = row_block<N>(c, seq, j0, nk);
-    if constexpr (N == 8) {  // AVX2 (and the scalar VF): qk_dots
-      const T* keys[N];
-      block_rows<VF>(c, c.k, rb, it.kv_head, kb, hdp, keys);
-      for (int j = nk; j < N; ++j) keys[j] = keys[0];
-      for (int64_t i = 0; i < padded; i += 2) qk_dots<VF, 2>(qs + i * hdp, hdp, keys, hd, s + i * N);
-    } else {  // AVX-512, where qk_dots is not measured
-      transposed_keys<VF, T>(c, rb, it.kv_head, kb, hdp, kt);
-      for (int64_t i = 0; i < padded; i += kQkRows) qk_rows<VF, kQkRows>(qs + i * hdp, hdp, kt, hd, s + i * N);
-    }
-    for (int64_t i = 0; i < padded; ++i) {
-      float* si = s + i * N;
-      // Causal: keys up to the row's own position; padding rows see none.
-      const int64_t visible = i < rows ? std::min<int64_t>(nk, seq.pos0 + it.t0 + i / group - j0 + 1) : 0;
-      if (visible <= 0) {
-        VF::zero().store(si);
-        continue;
+    for (int h = 0; h < heads; ++h) {
+      const int kv_head = it.kv_head + h;
+      const float* qh = qs + h * padded * hdp;
+      float* oh = o + h * padded * hdp;
+      if constexpr (N == 8) {  // AVX2 (and the scalar VF): qk_dots
+        const T* keys[N];
+        block_rows<VF>(c, c.k, rb, kv_head, kb, hdp, keys);
+        for (int j = nk; j < N; ++j) keys[j] = keys[0];
+        for (int64_t i = 0; i < padded; i += 2) qk_dots<VF, 2>(qh + i * hdp, hdp, keys, hd, s + i * N);
+      } else {  // AVX-512, where qk_dots is not measured
+        transposed_keys<VF, T>(c, rb, kv_head, kb, hdp, kt);
+        for (int64_t i = 0; i < padded; i += kQkRows) qk_rows<VF, kQkRows>(qh + i * hdp, hdp, kt, hd, s + i * N);
       }
-      row_softmax_step<VF>(si, static_cast<int>(visible), m[i], l[i], o + i * hdp, hdp);
-    }
-    const T* v_rows[N];
-    block_rows<VF>(c, c.v, rb, it.kv_head, vb, hdp, v_rows);
-    for (int64_t i = 0; i < padded; i += kPvRows) {
-      int64_t c0 = 0;
-      for (; c0 + kPvCols * N <= hd; c0 += kPvCols * N)
-        pv_rows<VF, kPvRows, kPvCols, true>(o + i * hdp + c0, hdp, s + i * N, v_rows, c0, hd, nk);
-      for (; c0 < hdp; c0 += N) pv_rows<VF, kPvRows, 1, false>(o + i * hdp + c0, hdp, s + i * N, v_rows, c0, hd, nk);
+      for (int64_t i = 0; i < padded; ++i) {
+        float* si = s + i * N;
+        // Causal: keys up to the row's own position; padding rows see none.
+        const int64_t visible = i < rows ? std::min<int64_t>(nk, seq.pos0 + it.t0 + i / group - j0 + 1) : 0;
+        if (visible <= 0) {
+          VF::zero().store(si);
+          continue;
+        }
+        row_softmax_step<VF>(si, static_cast<int>(visible), m[h * padded + i], l[h * padded + i], oh + i * hdp, hdp);
+      }
+      const T* v_rows[N];
+      block_rows<VF>(c, c.v, rb, kv_head, vb, hdp, v_rows);
+      for (int64_t i = 0; i < padded; i += kPvRows) {
+        int64_t c0 = 0;
+        for (; c0 + kPvCols * N <= hd; c0 += kPvCols * N)
+          pv_rows<VF, kPvRows, kPvCols, true>(oh + i * hdp + c0, hdp, s + i * N, v_rows, c0, hd, nk);
+        for (; c0 < hdp; c0 += N) pv_rows<VF, kPvRows, 1, false>(oh + i * hdp + c0, hdp, s + i * N, v_rows, c0, hd, nk);
+      }
     }
   }
-  for (int64_t i = 0; i < rows; ++i) write_row<VF>(c, it, i, o + i * hdp, m[i], l[i]);
+  for (int h = 0; h < heads; ++h)
+    for (int64_t i = 0; i < rows; ++i)
+      write_row<VF>(c, it, item_row(h, i), o + (h * padded + i) * hdp, m[h * padded + i], l[h * padded + i]);
 }
 
-// Up to kNarrowRows rows take narrow_item, more tile_item. On AVX2 a full
+// Up to narrow_rows_max() rows per KV head take narrow_item (or lone_item),
+// more tile_item. On AVX2 a full
 // tile's worth (tinyllama's 8 query heads per KV head) goes narrow too: its
 // key and value rows straight from the cache beat converting them for the
 // tile, tinyllama decode at `-d 1900` 1.11x (Q4_0) and 1.09x (Q8_0) in
@@ -606,9 +618,8 @@ void narrow_item(const AttentionCall& c, const AttentionItem& it, float* scratch
 // tiles on the tile path.
 template <class VF>
 void item(const AttentionCall& c, const AttentionItem& it, float* scratch) {
-  constexpr int kNarrowRows = VF::N == 8 ? VF::N : VF::N - 1;
   const int64_t rows = int64_t{c.shape.n_head / c.shape.n_head_kv} * (it.t1 - it.t0);
-  if (rows > kNarrowRows) tile_item<VF>(c, it, scratch);
+  if (rows > narrow_rows_max(VF::N)) tile_item<VF>(c, it, scratch);
   else if (c.layout.type == gguf::TensorType::F16) {
     if (rows > 1) narrow_item<VF, uint16_t>(c, it, scratch);
     else lone_item<VF, uint16_t>(c, it, scratch);

@@ -100,25 +100,27 @@ TEST_P(AttentionTest, MatchesReference) {
 }
 
 // Decode with too few items for the threads: each is split over its keys
-// and the parts merged (AttentionJob), on every kernel path (4 query heads
-// per KV head, 8, 1). With GQA the 301-key sequence stays whole (parts of at
-// least 256 keys per KV head); without, each sequence is one item of all 4
-// KV heads, split into parts of at least 64 keys.
+// and the parts merged (AttentionJob), on every kernel path. Up to 8 query
+// heads per KV head (1, 4, 8: the lone and narrow paths on every ISA), a
+// sequence's token is one item of all the KV heads, split into parts of at
+// least 256 / n_head_kv keys; with 16 (tiles), an item per KV head, parts
+// of at least 256 keys, so the 301-key sequence stays whole.
 TEST_P(AttentionTest, SplitDecodeMatchesReference) {
   const auto [type, isa] = GetParam();
   IsaGuard guard(isa);
   ThreadPool pool(4);
   std::mt19937 rng(12);
   const std::vector<std::pair<int, int>> batch = {{1000, 1}, {300, 1}};
-  for (const Case& c : {Case{8, 2, 64, 16}, Case{32, 4, 64, 16}, Case{4, 4, 40, 16}}) {
+  for (const Case& c : {Case{8, 2, 64, 16}, Case{32, 4, 64, 16}, Case{4, 4, 40, 16}, Case{32, 2, 64, 16}}) {
     SCOPED_TRACE("heads " + std::to_string(c.n_head) + "/" + std::to_string(c.n_head_kv));
     Fixture f(c, type, batch, rng);
     AttentionJob job;
     job.plan(f.shape, f.layout, f.seqs.data(), static_cast<int>(f.seqs.size()), pool.size());
-    if (c.n_head == c.n_head_kv) {
-      // 2 items where 16 are wanted: 8 parts each, at most 301 / 64 = 4.
+    if (c.n_head / c.n_head_kv < 16) {
+      // 2 items where 16 are wanted: up to 8 parts each.
+      auto parts = [&](int keys) { return std::min(8, keys / (256 / c.n_head_kv)); };
       EXPECT_EQ(job.merges(), 2);
-      EXPECT_EQ(job.items(), 8 + 4);
+      EXPECT_EQ(job.items(), parts(1001) + parts(301));
     } else {
       // 2 x n_kv items: the 1001 keys in 16 / (2 n_kv) parts, at most 3.
       const int parts = std::min(16 / (2 * c.n_head_kv), 3);

@@ -319,51 +319,62 @@ void pv_rows(float* o, int64_t hdp, const float* p, const T* const* rows, int64_
     for (int c = 0; c < C; ++c) acc[r][c].store(o + r * hdp + c * N);
 }
 
-// One row's online-softmax step over a key block (keys in lanes): its first
-// `visible` scores in s become probabilities (the rest 0), the running max
-// m and sum l advance, and the row's output o ([hdp]) is rescaled when the
-// max grew.
+// One row's online-softmax step over `width` scores s[0..width) (a multiple
+// of N; keys in lanes): its first `visible` scores become probabilities
+// (the rest 0), the running max m and sum l advance, and the row's output o
+// ([hdp]) is rescaled when the max grew.
 template <class VF>
-void row_softmax_step(float* s, int visible, float& m, float& l, float* o, int64_t hdp) {
-  const VF sc = keep_first(VF::load(s), visible, -INFINITY);
-  const float mx = std::max(m, sc.reduce_max());
-  const VF p = exp(sc - VF::set1(mx));
-  p.store(s);
+void row_softmax_step(float* s, int visible, int width, float& m, float& l, float* o, int64_t hdp) {
+  constexpr int N = VF::N;
+  VF block_max = VF::set1(m);
+  for (int j = 0; j < width; j += N) {
+    const VF sc = keep_first(VF::load(s + j), visible - j, -INFINITY);
+    sc.store(s + j);
+    block_max = max(block_max, sc);
+  }
+  const float mx = block_max.reduce_max();
+  VF sum = VF::zero();
+  for (int j = 0; j < width; j += N) {
+    const VF p = exp(VF::load(s + j) - VF::set1(mx));
+    p.store(s + j);
+    sum = sum + p;
+  }
   if (mx > m) {
     const float corr = std::exp(m - mx);  // 0 while m is -inf; rare afterwards
     l *= corr;
     for (int64_t d = 0; d < hdp; d += VF::N) (VF::load(o + d) * VF::set1(corr)).store(o + d);
     m = mx;
   }
-  l += p.reduce_add();
+  l += sum.reduce_add();
 }
 
 // Lone query rows (decode without GQA: one per KV head), one for each of
-// the item's n_heads KV heads, taken key block by key block, and within a
-// block head by head: each head's scores are one vector (keys in lanes),
-// s[j] = q . K_j, then its softmax step and o += p_j V_j, both straight
-// from the rows block_rows finds. So a block's rows are read (and the next
-// block's prefetched) slice after slice along each row, where an item per
-// head went down the whole cache once for each head; see
-// AttentionJob::plan for what that measured. With one walk of the block
-// table for both caches,
-// qk_dots' one sum_each for a block's 8 scores instead of a reduction per
-// key, and P V's accumulators kept in registers (pv_rows), stories110m's
-// shape at 900 keys on one thread took 0.48-0.50x the time with the cache
-// in L2, 0.87x with it in memory, Llama 2 7B's (32 heads of 128) at 2048
-// keys 0.85x (61 alternations each in one process, AVX2).
+// the item's n_heads KV heads, by chunks of kLoneChunk key blocks: each
+// block's scores head by head (keys in lanes, s[j] = q . K_j), then each
+// head's softmax step over the chunk, then o += p_j V_j block by block and
+// head by head, the dot products and sums straight from the rows
+// block_rows finds. So a block's rows are read (and the next block's
+// prefetched) slice after slice along each row, where an item per head
+// went down the whole cache once for each head; see AttentionJob::plan for
+// what that measured. A softmax step per head and chunk, not per head and
+// block: see kLoneChunk. With one walk of the block table for both
+// caches, qk_dots' one sum_each for a block's 8 scores instead of a
+// reduction per key, and P V's accumulators kept in registers (pv_rows),
+// stories110m's shape at 900 keys on one thread took 0.48-0.50x the time
+// with the cache in L2, 0.87x with it in memory, Llama 2 7B's (32 heads of
+// 128) at 2048 keys 0.85x (61 alternations each in one process, AVX2).
 template <class VF, class T>
 void lone_item(const AttentionCall& c, const AttentionItem& it, float* scratch) {
-  constexpr int N = VF::N;
+  constexpr int N = VF::N, kChunk = kLoneChunk * N;
   const AttentionSeq& seq = *it.seq;
   const int hd = c.shape.head_dim, heads = it.n_heads;
   const int64_t hdp = (hd + N - 1) / N * N, width = heads * hdp;
-  float* q = scratch;        // [heads][hdp] the queries, pre-scaled, zero-padded
-  float* o = q + width;      // [heads][hdp] unnormalized outputs
-  float* s = o + width;      // [N] a head's scores, then probabilities
-  float* m = s + N;          // [heads] running max
-  float* l = m + heads;      // [heads] running sum
-  float* buf = l + heads;    // [N][hdp] Q8_0 rows as f32
+  float* q = scratch;            // [heads][hdp] the queries, pre-scaled, zero-padded
+  float* o = q + width;          // [heads][hdp] unnormalized outputs
+  float* m = o + width;          // [heads] running max
+  float* l = m + heads;          // [heads] running sum
+  float* s = l + heads;          // [heads][kChunk] a chunk's scores, then probabilities
+  float* buf = s + heads * kChunk;  // [N][hdp] Q8_0 rows as f32
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   for (int h = 0; h < heads; ++h) {
     const float* src = seq.q + query_offset(c.shape, it, h);  // at position pos0 + t0
@@ -375,31 +386,42 @@ void lone_item(const AttentionCall& c, const AttentionItem& it, float* scratch) 
     l[h] = 0;
   }
   const int64_t kv_end = keys_end(it);
-  for (int64_t j0 = it.k0; j0 < kv_end; j0 += N) {
-    const int nk = kv_end - j0 >= N ? N : static_cast<int>(kv_end - j0);
-    const RowBlock<N> rb = row_block<N>(c, seq, j0, nk);
-    for (int h = 0; h < heads; ++h) {
-      const int kv_head = it.kv_head + h;
-      float* qh = q + h * hdp;
-      float* oh = o + h * hdp;
-      const T* rows[N];
-      block_rows<VF>(c, c.k, rb, kv_head, buf, hdp, rows);
-      if constexpr (N == 8) {  // AVX2 (and the scalar VF): qk_dots
-        for (int j = nk; j < N; ++j) rows[j] = rows[0];
-        qk_dots<VF, 1>(qh, hdp, rows, hd, s);
-      } else {  // AVX-512, where VF::sum_each is missing
-        constexpr int kRows = 4;
-        int j = 0;
-        for (; j + kRows <= nk; j += kRows) dot_rows<VF, kRows>(rows + j, qh, hd, s + j);
-        for (; j < nk; ++j) dot_rows<VF, 1>(rows + j, qh, hd, s + j);
+  for (int64_t c0 = it.k0; c0 < kv_end; c0 += kChunk) {
+    const int keys = static_cast<int>(std::min<int64_t>(kChunk, kv_end - c0));
+    const int blocks = (keys + N - 1) / N;
+    RowBlock<N> rbs[kLoneChunk];
+    for (int b = 0; b < blocks; ++b) {
+      const int nk = std::min(N, keys - b * N);
+      rbs[b] = row_block<N>(c, seq, c0 + b * N, nk);
+      for (int h = 0; h < heads; ++h) {
+        const float* qh = q + h * hdp;
+        float* sb = s + h * kChunk + b * N;
+        const T* rows[N];
+        block_rows<VF>(c, c.k, rbs[b], it.kv_head + h, buf, hdp, rows);
+        if constexpr (N == 8) {  // AVX2 (and the scalar VF): qk_dots
+          for (int j = nk; j < N; ++j) rows[j] = rows[0];
+          qk_dots<VF, 1>(qh, hdp, rows, hd, sb);
+        } else {  // AVX-512, where VF::sum_each is missing
+          constexpr int kRows = 4;
+          int j = 0;
+          for (; j + kRows <= nk; j += kRows) dot_rows<VF, kRows>(rows + j, qh, hd, sb + j);
+          for (; j < nk; ++j) dot_rows<VF, 1>(rows + j, qh, hd, sb + j);
+        }
       }
-      row_softmax_step<VF>(s, nk, m[h], l[h], oh, hdp);
-      block_rows<VF>(c, c.v, rb, kv_head, buf, hdp, rows);
-      constexpr int kVectors = 4;  // 64 columns on AVX-512: a common head_dim in one pass
-      int64_t d = 0;
-      for (; d + kVectors * N <= hd; d += kVectors * N) pv_rows<VF, 1, kVectors, true>(oh + d, hdp, s, rows, d, hd, nk);
-      for (; d < hdp; d += N) pv_rows<VF, 1, 1, false>(oh + d, hdp, s, rows, d, hd, nk);
     }
+    for (int h = 0; h < heads; ++h) row_softmax_step<VF>(s + h * kChunk, keys, blocks * N, m[h], l[h], o + h * hdp, hdp);
+    for (int b = 0; b < blocks; ++b)
+      for (int h = 0; h < heads; ++h) {
+        float* oh = o + h * hdp;
+        const float* p = s + h * kChunk + b * N;
+        const int nk = rbs[b].n;
+        const T* rows[N];
+        block_rows<VF>(c, c.v, rbs[b], it.kv_head + h, buf, hdp, rows);
+        constexpr int kVectors = 4;  // 64 columns on AVX-512: a common head_dim in one pass
+        int64_t d = 0;
+        for (; d + kVectors * N <= hd; d += kVectors * N) pv_rows<VF, 1, kVectors, true>(oh + d, hdp, p, rows, d, hd, nk);
+        for (; d < hdp; d += N) pv_rows<VF, 1, 1, false>(oh + d, hdp, p, rows, d, hd, nk);
+      }
   }
   for (int h = 0; h < heads; ++h) write_row<VF>(c, it, h, o + h * hdp, m[h], l[h]);
 }
@@ -591,7 +613,7 @@ void narrow_item(const AttentionCall& c, const AttentionItem& it, float* scratch
           VF::zero().store(si);
           continue;
         }
-        row_softmax_step<VF>(si, static_cast<int>(visible), m[h * padded + i], l[h * padded + i], oh + i * hdp, hdp);
+        row_softmax_step<VF>(si, static_cast<int>(visible), N, m[h * padded + i], l[h * padded + i], oh + i * hdp, hdp);
       }
       const T* v_rows[N];
       block_rows<VF>(c, c.v, rb, kv_head, vb, hdp, v_rows);

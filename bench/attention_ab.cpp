@@ -9,9 +9,9 @@
 // heads, as AttentionJob::plan makes it, or with more query heads per KV
 // head than the narrow path takes, every KV head's item in turn
 // (--old-per-head: the old side one item per KV head, as plans made them
-// up to a6e366b, and at 0d4462d with GQA). --cold reads 96 MiB between calls, so the
-// cache comes from memory as in a real decode step (the weights stream
-// through the caches between layers). Prints the median and quartiles of
+// up to a6e366b, and at 0d4462d with GQA). --cold reads 96 MiB between
+// calls, so the cache comes from memory as in a real decode step (the
+// weights stream through the caches between layers). Prints the median and quartiles of
 // old time / new time over the rounds (> 1: new is faster). Two builds of
 // the same code can differ by a few percent here (code layout), so read
 // differences under 5% with `--only old|new` under `valgrind

@@ -79,8 +79,11 @@ void AttentionJob::plan(const AttentionShape& shape, const KvLayout& layout, con
     // (scripts/attention_ab.sh --old-per-head, AVX2), cache from memory /
     // in L3: stories110m's shape (12 heads of 64) at 900 keys 1.38-1.40x /
     // 1.11x as fast, Llama 2 7B's (32 of 128) at 2048 keys 1.28x / 1.25x,
-    // stories110m's with a Q8_0 cache 1.10x / 1.05x. Items are then split
-    // over their keys for the threads (split_decode_items).
+    // stories110m's with a Q8_0 cache 1.10x / 1.05x; with GQA Llama 3 8B's
+    // (8 KV heads x 4 of 128) at 2048 keys 1.16x / 1.17x, tinyllama's and
+    // SmolLM's (4 and 3 KV heads of 64: rows of 512 and 384 bytes) level.
+    // Items are then split over their keys for the threads
+    // (split_decode_items).
     if (seqs[s].n_q == 1 && group <= narrow_rows_max(lanes)) {
       items_.push_back({&seqs[s], 0, 0, 1, 0, -1, nullptr, shape.n_head_kv});
       item_heads = shape.n_head_kv;

@@ -44,10 +44,11 @@ void attention(const AttentionShape& shape, const KvLayout& layout, const uint8_
 
 // One work item: query rows [t0, t1) of `seq`, for the query heads that
 // share KV heads [kv_head, kv_head + n_heads), over the keys at positions
-// [k0, k1) of those the rows see (k1 < 0: up to the last row's position). An item with `partial`
-// is one part of a decode token's keys (AttentionJob splits them): it
-// leaves each row's running max, sum and unnormalized output there
-// ([rows][2 + head_dim]) for AttentionJob to merge.
+// [k0, k1) of those the rows see (k1 < 0: up to the last row's position).
+// An item with `partial` is one part of a decode token's keys
+// (AttentionJob splits them): it leaves each row's running max, sum and
+// unnormalized output there ([rows][2 + head_dim]) for AttentionJob to
+// merge.
 struct AttentionItem {
   const AttentionSeq* seq;
   int kv_head;

@@ -4,10 +4,12 @@
 // instantiations compiled with different ISA flags never share a symbol.
 //
 // One work item = one KV head x a block of query tokens: the M = group x
-// tokens query rows that read the same keys (or, for decode without GQA,
-// several KV heads' lone rows: lone_item). Keys go by blocks of N (the
-// vector width), converted once per block to f32 rows that all the item's
-// rows read, with an online softmax (running max m and sum l per row).
+// tokens query rows that read the same keys (on the narrow and lone paths
+// below, a decode token's rows of several KV heads, AttentionItem::n_heads,
+// taken head by head within each key block: see AttentionJob::plan). Keys
+// go by blocks of N (the vector width), converted once per block to f32
+// rows that all the item's rows read, with an online softmax (running max
+// m and sum l per row).
 // Three shapes:
 // - M > N (prefill; M >= N on AVX-512), tile_item: rows by tiles of N, a
 //   tile's rows in the lanes of a vector. S_j = Q_tile . k_j (one FMA per
@@ -24,8 +26,7 @@
 //   rows straight into P V (pv_rows): only Q8_0 rows are converted first.
 // - M = 1 (decode without GQA), lone_item: the same per row, dotting and
 //   accumulating straight from f32 and f16 cache rows (Q8_0 rows converted;
-//   QK by qk_dots on AVX2), for each of the item's KV heads in turn within
-//   each key block.
+//   QK by qk_dots on AVX2), one softmax step per chunk of key blocks.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -630,11 +631,10 @@ void narrow_item(const AttentionCall& c, const AttentionItem& it, float* scratch
       write_row<VF>(c, it, item_row(h, i), o + (h * padded + i) * hdp, m[h * padded + i], l[h * padded + i]);
 }
 
-// Up to narrow_rows_max() rows per KV head take narrow_item (or lone_item),
-// more tile_item. On AVX2 a full
-// tile's worth (tinyllama's 8 query heads per KV head) goes narrow too: its
-// key and value rows straight from the cache beat converting them for the
-// tile, tinyllama decode at `-d 1900` 1.11x (Q4_0) and 1.09x (Q8_0) in
+// Up to narrow_rows_max() rows per KV head take narrow_item (or
+// lone_item), more tile_item. On AVX2 a full tile's worth (tinyllama's 8
+// query heads per KV head) goes narrow too: its key and value rows straight
+// from the cache beat converting them for the tile, tinyllama decode at `-d 1900` 1.11x (Q4_0) and 1.09x (Q8_0) in
 // scripts/ab_bench.py (3 rounds each), though level with the tile with the
 // cache in L3 (one layer's, looped). AVX-512, not measured, keeps full
 // tiles on the tile path.

@@ -102,7 +102,7 @@ int main(int argc, char** argv) {
     const double t0 = now();
     const bool all_heads = group <= narrow_rows_max(VF::N) && (use_new || !old_per_head);
     for (int h = 0; h < (all_heads ? 1 : n_kv); ++h) {
-      const AttentionItem it{&seq, h, 0, 1, 0, -1, nullptr, all_heads ? n_kv : 1};
+      const AttentionItem it{.seq = &seq, .kv_head = h, .t0 = 0, .t1 = 1, .n_heads = all_heads ? n_kv : 1};
       if (use_new) attention_impl::item<VF>(call, it, scratch);
       else attention_old::item<VF>(call, it, scratch);
     }

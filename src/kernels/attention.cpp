@@ -85,7 +85,7 @@ void AttentionJob::plan(const AttentionShape& shape, const KvLayout& layout, con
     // Items are then split over their keys for the threads
     // (split_decode_items).
     if (seqs[s].n_q == 1 && group <= narrow_rows_max(lanes)) {
-      items_.push_back({&seqs[s], 0, 0, 1, 0, -1, nullptr, shape.n_head_kv});
+      items_.push_back({.seq = &seqs[s], .kv_head = 0, .t0 = 0, .t1 = 1, .n_heads = shape.n_head_kv});
       item_heads = shape.n_head_kv;
       continue;
     }
@@ -93,14 +93,14 @@ void AttentionJob::plan(const AttentionShape& shape, const KvLayout& layout, con
       for (int h = 0; h < shape.n_head_kv; ++h)
         items_.push_back({&seqs[s], h, t0, std::min(seqs[s].n_q, t0 + tokens_per_item)});
   }
-  split_decode_items(n_threads);
+  split_decode_items(n_threads, lanes);
   // Longest first (cost ~ rows x keys), so the last items to finish are short.
   auto cost = [](const AttentionItem& it) { return int64_t{it.t1 - it.t0} * it.n_heads * (keys_end(it) - it.k0); };
   std::stable_sort(items_.begin(), items_.end(), [&](const auto& a, const auto& b) { return cost(a) > cost(b); });
   scratch_floats_ = attention_scratch_floats(int64_t{group} * tokens_per_item, item_heads, shape.head_dim, lanes);
 }
 
-void AttentionJob::split_decode_items(int n_threads) {
+void AttentionJob::split_decode_items(int n_threads, int lanes) {
   // Enough items for the threads to finish level, taken longest first from
   // one queue: 4 per thread. Parts of at least kMinPartKeys keys per KV head
   // keep what each part costs beyond its keys (its queries in, its partial
@@ -109,14 +109,13 @@ void AttentionJob::split_decode_items(int n_threads) {
   merges_.clear();
   const int64_t wanted = 4 * int64_t{n_threads}, n_items = static_cast<int64_t>(items_.size());
   if (n_threads <= 1 || n_items >= wanted) return;
-  const int lanes = attention_kernels(active_isa()).lanes;
   auto parts_of = [&](const AttentionItem& it) {
     if (it.t1 - it.t0 != 1) return int64_t{1};
     const int64_t min_keys = std::max<int64_t>(lanes, kMinPartKeys / it.n_heads);
     return std::max<int64_t>(1, std::min((wanted + n_items - 1) / n_items, keys_end(it) / min_keys));
   };
-  const int group = shape_.n_head / shape_.n_head_kv;
-  auto part_floats = [&](const AttentionItem& it) { return int64_t{group} * it.n_heads * (2 + shape_.head_dim); };
+  // A part's partial: [rows][2 + head_dim] for its one token's rows.
+  auto part_floats = [&](const AttentionItem& it) { return int64_t{item_heads(shape_, it)} * (2 + shape_.head_dim); };
   int64_t n_floats = 0;
   for (const AttentionItem& it : items_)
     if (const int64_t p = parts_of(it); p > 1) n_floats += p * part_floats(it);
@@ -147,7 +146,7 @@ void AttentionJob::split_decode_items(int n_threads) {
 
 void AttentionJob::run_merge(int64_t i) const {
   const Merge& m = merges_[i];
-  const int rows = shape_.n_head / shape_.n_head_kv * m.item.n_heads, hd = shape_.head_dim;
+  const int rows = item_heads(shape_, m.item), hd = shape_.head_dim;
   const int64_t row_floats = 2 + hd, part_floats = rows * row_floats;
   for (int r = 0; r < rows; ++r) {
     float* out = m.item.seq->out + query_offset(shape_, m.item, r);

@@ -59,11 +59,13 @@ struct AttentionItem {
 };
 // The end of the keys an item covers.
 inline int64_t keys_end(const AttentionItem& it) { return it.k1 >= 0 ? it.k1 : int64_t{it.seq->pos0} + it.t1; }
+// The query heads of an item's KV heads: its query rows per token.
+inline int item_heads(const AttentionShape& s, const AttentionItem& it) { return s.n_head / s.n_head_kv * it.n_heads; }
 // Where an item's query row i starts in seq.q and seq.out: row i is query
-// head kv_head * group + i % heads of token t0 + i / heads, where heads =
-// group * n_heads are the query heads of the item's KV heads.
+// head kv_head * group + i % heads of token t0 + i / heads (heads =
+// item_heads()).
 inline int64_t query_offset(const AttentionShape& s, const AttentionItem& it, int64_t i) {
-  const int group = s.n_head / s.n_head_kv, heads = group * it.n_heads;
+  const int group = s.n_head / s.n_head_kv, heads = item_heads(s, it);
   return (it.t0 + i / heads) * int64_t{s.n_head} * s.head_dim + (int64_t{it.kv_head} * group + i % heads) * s.head_dim;
 }
 
@@ -90,7 +92,7 @@ class AttentionJob {
   void run_merge(int64_t i) const;
 
  private:
-  void split_decode_items(int n_threads);
+  void split_decode_items(int n_threads, int lanes);
 
   struct Merge {
     AttentionItem item;  // the whole item

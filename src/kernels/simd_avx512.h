@@ -96,7 +96,9 @@ struct VF {
     }
   }
 
-  static __mmask16 mask(int n) { return static_cast<__mmask16>((1u << n) - 1); }
+  // Lanes [0, n), n >= 0. row_softmax_step passes a chunk's key count, past
+  // the vector, where a bare shift by 32 or more is undefined.
+  static __mmask16 mask(int n) { return n >= N ? 0xffff : static_cast<__mmask16>((1u << n) - 1); }
 };
 
 }  // namespace llmserve::kernels::avx512

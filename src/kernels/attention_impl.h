@@ -22,11 +22,11 @@
 // - 1 < M <= N (GQA decode; M < N on AVX-512, see item()), narrow_item:
 //   keys in lanes and the rows in registers, each row's softmax step on its
 //   own (row_softmax_step). f32 and f16 key rows go from the cache straight
-//   into QK (qk_dots; on AVX-512 into a transpose, transposed_keys), value
-//   rows straight into P V (pv_rows): only Q8_0 rows are converted first.
+//   into QK (qk_dots), value rows straight into P V (pv_rows): only Q8_0
+//   rows are converted first.
 // - M = 1 (decode without GQA), lone_item: the same per row, dotting and
 //   accumulating straight from f32 and f16 cache rows (Q8_0 rows converted;
-//   QK by qk_dots on AVX2), one softmax step per chunk of key blocks.
+//   QK by qk_dots), one softmax step per chunk of key blocks.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -173,19 +173,6 @@ void load_rows(const AttentionCall& c, const uint8_t* base, const RowBlock<VF::N
   }
 }
 
-// s[r] = q . K_r for R rows at once: R independent FMA chains and
-// reductions in flight instead of one row's whole latency at a time.
-template <class VF, int R, class T>
-void dot_rows(const T* const* rows, const float* q, int hd, float* s) {
-  VF acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = VF::zero();
-  for (int d = 0; d < hd; d += VF::N) {
-    const VF qd = VF::load(q + d);
-    for (int r = 0; r < R; ++r) acc[r] = fma(qd, load_head<VF>(rows[r], d, hd), acc[r]);
-  }
-  for (int r = 0; r < R; ++r) s[r] = acc[r].reduce_add();
-}
-
 // One step of qk_dots: the head's columns [d, d + N) (kWhole: all inside
 // the head, else the tail, zero past it).
 template <class VF, int R, class T, bool kWhole>
@@ -200,15 +187,22 @@ template <class VF, int R, class T, bool kWhole>
   }
 }
 
-// The scores of R (1 or 2) query rows q, q + hdp, .. (s: [R][N]) against
-// the N keys of a block, as dot products along the head straight from the
-// key rows (keys[j], f32 or f16), R rows x N/R keys at a time: each key
-// vector is loaded once for all R rows, and VF::sum_each adds up the lanes
-// of all N chains at once. Keys past the block's end must point at some
-// row; their scores are masked later. Against a transposed key block and
-// one broadcast query value per FMA (transposed_keys, qk_rows), in
-// narrow_item on AVX2, single thread, old and new alternated 41 times: 4
-// query heads per KV head (Llama 3 8B's shape, 2048 keys) 755 -> 571 us.
+// The scores of R query rows q, q + hdp, .. (s: [R][N]) against the N
+// keys of a block (R divides N), as dot products along the head straight
+// from the key rows (keys[j], f32 or f16), R rows x N/R keys at a time:
+// each key vector is loaded (and converted from f16) once for all R rows,
+// and VF::sum_each adds up the lanes of all N chains at once. Keys past
+// the block's end must point at some row; their scores are masked later.
+// It replaced a transposed key block with one broadcast query value per
+// FMA: in narrow_item, single thread, old and new alternated 41 times
+// (61 for AVX-512, scripts/attention_ab.sh), on AVX2 with R = 2 4 query
+// heads per KV head (Llama 3 8B's shape, 2048 keys) 755 -> 571 us; on
+// AVX-512 with R = 4, cache in L3 / from memory, Llama 3 8B's shape 1.35x
+// / 1.25x as fast, SmolLM's (3 per KV head, 1900 keys) 1.34x / 1.17x,
+// tinyllama's (8 per KV head) 1.06x / 1.01x (R = 2 there: 0.94x / 0.96x).
+// In lone_item (R = 1) on AVX-512, against 4 keys' dot products at a time
+// with a reduction each: 1.04-1.11x (stories110m's and Llama 2 7B's
+// shapes, both ways).
 template <class VF, int R, class T>
 void qk_dots(const float* q, int64_t hdp, const T* const* keys, int hd, float* s) {
   constexpr int N = VF::N, K = N / R;
@@ -270,27 +264,6 @@ inline void transpose_tile(const float* src, int64_t ss, float* dst, int64_t ds)
   VF rows[VF::N];
   for (int r = 0; r < VF::N; ++r) rows[r] = VF::load(src + r * ss);
   VF::transpose(rows, dst, ds);
-}
-
-// KV head `kv_head` of rb's key rows transposed into kt ([hdp][N], zero
-// past n and past head_dim). f32 and f16 rows go from the cache straight
-// into the transpose's registers; Q8_0 rows are converted into buf
-// ([N][hdp]) first (block_rows).
-template <class VF, class T>
-void transposed_keys(const AttentionCall& c, const RowBlock<VF::N>& rb, int kv_head, float* buf, int64_t hdp,
-                     float* kt) {
-  constexpr int N = VF::N;
-  const int hd = c.shape.head_dim, n = rb.n;
-  const T* rows[N];
-  block_rows<VF>(c, c.k, rb, kv_head, buf, hdp, rows);
-  for (int64_t d = 0; d < hdp; d += N) {
-    VF r[N];
-    if (d + N <= hd)
-      for (int j = 0; j < N; ++j) r[j] = j < n ? VF::load(rows[j] + d) : VF::zero();
-    else
-      for (int j = 0; j < N; ++j) r[j] = j < n ? load_head<VF>(rows[j], d, hd) : VF::zero();
-    VF::transpose(r, kt + d * N, N);
-  }
 }
 
 // O[i..i+R)[c0 .. c0 + C N) += P[i..i+R)[0..nk) . V[0..nk)[same columns],
@@ -399,15 +372,8 @@ void lone_item(const AttentionCall& c, const AttentionItem& it, float* scratch) 
         float* sb = s + h * kChunk + b * N;
         const T* rows[N];
         block_rows<VF>(c, c.k, rbs[b], it.kv_head + h, buf, hdp, rows);
-        if constexpr (N == 8) {  // AVX2 (and the scalar VF): qk_dots
-          for (int j = nk; j < N; ++j) rows[j] = rows[0];
-          qk_dots<VF, 1>(qh, hdp, rows, hd, sb);
-        } else {  // AVX-512, where VF::sum_each is missing
-          constexpr int kRows = 4;
-          int j = 0;
-          for (; j + kRows <= nk; j += kRows) dot_rows<VF, kRows>(rows + j, qh, hd, sb + j);
-          for (; j < nk; ++j) dot_rows<VF, 1>(rows + j, qh, hd, sb + j);
-        }
+        for (int j = nk; j < N; ++j) rows[j] = rows[0];
+        qk_dots<VF, 1>(qh, hdp, rows, hd, sb);
       }
     }
     for (int h = 0; h < heads; ++h) row_softmax_step<VF>(s + h * kChunk, keys, blocks * N, m[h], l[h], o + h * hdp, hdp);
@@ -536,21 +502,6 @@ void tile_item(const AttentionCall& c, const AttentionItem& it, float* scratch) 
   }
 }
 
-// Fewer rows than lanes (GQA decode: the group's rows), which would leave
-// a tile's lanes partly empty: keys in lanes instead, the rows in registers.
-//   S[i..i+R) = Qs[i..i+R) . KT  (one vector of N scores per row).
-template <class VF, int R>
-void qk_rows(const float* qs, int64_t hdp, const float* kt, int head_dim, float* s) {
-  constexpr int N = VF::N;
-  VF acc[R];
-  for (auto& v : acc) v = VF::zero();
-  for (int d = 0; d < head_dim; ++d) {
-    const VF k = VF::load(kt + d * N);
-    for (int r = 0; r < R; ++r) acc[r] = fma(VF::set1(qs[r * hdp + d]), k, acc[r]);
-  }
-  for (int r = 0; r < R; ++r) acc[r].store(s + r * N);
-}
-
 // T: how block_rows hands out value rows (uint16_t for an f16 cache, float
 // otherwise). The item's KV heads in turn within each key block, as
 // lone_item takes them.
@@ -559,10 +510,10 @@ void narrow_item(const AttentionCall& c, const AttentionItem& it, float* scratch
   // P V by 8 rows x 2 vectors on AVX-512 (4 x 2 on AVX2): every row in one
   // pass over a value block, each value vector loaded, and converted from
   // f16, once. The former 4 rows x 4 vectors took two passes. Rows are
-  // padded to a whole P V step, which covers qk_dots' pairs on AVX2 and
-  // qk_rows' 8 rows on AVX-512. (Padded to 8 on AVX2, 2-4 query heads per
-  // KV head spent half or more of QK on padding rows.)
-  constexpr int N = VF::N, kQkRows = 8, kPvRows = N == 16 ? 8 : 4, kPvCols = 2;
+  // padded to a whole P V step; QK takes them kQkRows at a time up to the
+  // last real row only (over a whole P V step of 8, 2-4 query heads per KV
+  // head spent half or more of QK on padding rows).
+  constexpr int N = VF::N, kQkRows = N == 16 ? 4 : 2, kPvRows = N == 16 ? 8 : 4, kPvCols = 2;
   const AttentionSeq& seq = *it.seq;
   const int hd = c.shape.head_dim, heads = it.n_heads;
   const int group = c.shape.n_head / c.shape.n_head_kv;
@@ -576,8 +527,7 @@ void narrow_item(const AttentionCall& c, const AttentionItem& it, float* scratch
   float* l = m + all;         // [heads][padded] running sum
   float* s = l + all;         // [padded][N] a head's scores, then probabilities
   float* kb = s + padded * N; // [N][hdp] a Q8_0 key block as f32 rows
-  float* kt = kb + N * hdp;   // [hdp][N] the key block, transposed
-  float* vb = kt + hdp * N;   // [N][hdp] a Q8_0 value block as f32 rows
+  float* vb = kb + N * hdp;   // [N][hdp] a Q8_0 value block as f32 rows
   std::memset(qs, 0, sizeof(float) * 2 * all * hdp);
   std::fill(m, m + all, -INFINITY);
   std::fill(l, l + all, 0.0f);
@@ -597,15 +547,10 @@ void narrow_item(const AttentionCall& c, const AttentionItem& it, float* scratch
       const int kv_head = it.kv_head + h;
       const float* qh = qs + h * padded * hdp;
       float* oh = o + h * padded * hdp;
-      if constexpr (N == 8) {  // AVX2 (and the scalar VF): qk_dots
-        const T* keys[N];
-        block_rows<VF>(c, c.k, rb, kv_head, kb, hdp, keys);
-        for (int j = nk; j < N; ++j) keys[j] = keys[0];
-        for (int64_t i = 0; i < padded; i += 2) qk_dots<VF, 2>(qh + i * hdp, hdp, keys, hd, s + i * N);
-      } else {  // AVX-512, where qk_dots is not measured
-        transposed_keys<VF, T>(c, rb, kv_head, kb, hdp, kt);
-        for (int64_t i = 0; i < padded; i += kQkRows) qk_rows<VF, kQkRows>(qh + i * hdp, hdp, kt, hd, s + i * N);
-      }
+      const T* keys[N];
+      block_rows<VF>(c, c.k, rb, kv_head, kb, hdp, keys);
+      for (int j = nk; j < N; ++j) keys[j] = keys[0];
+      for (int64_t i = 0; i < rows; i += kQkRows) qk_dots<VF, kQkRows>(qh + i * hdp, hdp, keys, hd, s + i * N);
       for (int64_t i = 0; i < padded; ++i) {
         float* si = s + i * N;
         // Causal: keys up to the row's own position; padding rows see none.

@@ -62,8 +62,8 @@ inline int64_t attention_scratch_floats(int64_t rows, int heads, int head_dim, i
   const int64_t narrow = heads * narrow_rows * (2 * hdp + 2) + narrow_rows * lanes;
   // Per head Q, O, max, sum and a chunk's scores.
   const int64_t lone = heads * (2 * hdp + 2 + kLoneChunk * lanes);
-  // Then K block and its transpose, V block.
-  return std::max({tiled, narrow, lone}) + 3 * lanes * hdp;
+  // Then a K block and a V block.
+  return std::max({tiled, narrow, lone}) + 2 * lanes * hdp;
 }
 
 }  // namespace llmserve::kernels

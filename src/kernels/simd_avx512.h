@@ -96,6 +96,25 @@ struct VF {
     }
   }
 
+  // Lane i: the sum of a[i]'s lanes, for 16 vectors. Each round halves the
+  // vectors by adding two shuffles of a pair: unpacks leave, in each
+  // 128-bit lane, two vectors' sums of 2 columns, shuffle_ps four vectors'
+  // sums of the lane, then shuffle_f32x4 pairs the lanes twice.
+  static VF sum_each(const VF* a) {
+    __m512 two[8], four[4], eight[2];
+    for (int k = 0; k < 8; ++k)
+      two[k] = _mm512_add_ps(_mm512_unpacklo_ps(a[2 * k].v, a[2 * k + 1].v),
+                             _mm512_unpackhi_ps(a[2 * k].v, a[2 * k + 1].v));
+    for (int k = 0; k < 4; ++k)
+      four[k] = _mm512_add_ps(_mm512_shuffle_ps(two[2 * k], two[2 * k + 1], 0x44),
+                              _mm512_shuffle_ps(two[2 * k], two[2 * k + 1], 0xee));
+    for (int k = 0; k < 2; ++k)
+      eight[k] = _mm512_add_ps(_mm512_shuffle_f32x4(four[2 * k], four[2 * k + 1], 0x88),
+                               _mm512_shuffle_f32x4(four[2 * k], four[2 * k + 1], 0xdd));
+    return {_mm512_add_ps(_mm512_shuffle_f32x4(eight[0], eight[1], 0x88),
+                          _mm512_shuffle_f32x4(eight[0], eight[1], 0xdd))};
+  }
+
   // Lanes [0, n), n >= 0. row_softmax_step passes a chunk's key count, past
   // the vector, where a bare shift by 32 or more is undefined.
   static __mmask16 mask(int n) { return n >= N ? 0xffff : static_cast<__mmask16>((1u << n) - 1); }

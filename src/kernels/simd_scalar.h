@@ -10,8 +10,7 @@
 //   a, b) (lane by lane x >= y ? a : b); reduce_add(); reduce_max();
 //   exp(x) (saturating to 0 and +inf); transpose(rows, dst, ds) of an
 //   N x N tile held as N vectors (dst[c * ds + r] = lane c of rows[r]);
-//   the 8-lane VFs (this one, AVX2's) also sum_each(a): lane i the sum of
-//   the lanes of a[i], for 8 vectors.
+//   sum_each(a): lane i the sum of the lanes of a[i], for N vectors.
 #include <cmath>
 #include <cstdint>
 

@@ -59,16 +59,17 @@ void run_single_bench(const BenchOptions& o) {
   c.peak_int8_gops = kernels::measure_peak_int8_gops(pool);
   c.peak_f32_gflops = kernels::measure_peak_f32_gflops(pool);
   c.peak_bf16_gflops = kernels::measure_peak_bf16_gflops(pool);
-  // Prefill against the units it runs on: f32 FMAs for float weights; for
-  // quantized ones AMX-BF16 tiles where the prompt tokens use them
-  // (kernels/matmul.h), vpdpbusd otherwise.
-  const bool amx_prefill = !is_float_type(wtype) && c.peak_bf16_gflops > 0;
-  double& peak = is_float_type(wtype) ? c.peak_f32_gflops : amx_prefill ? c.peak_bf16_gflops : c.peak_int8_gops;
-  const char* peak_name = is_float_type(wtype) ? "f32" : amx_prefill ? "amx-bf16" : "int8";
+  // Prefill against the units it runs on: AMX-BF16 tiles where the prompt
+  // tokens use them (quantized and f16 weights, kernels/matmul.h; f16 takes
+  // three tile products per product, so at most a third of that peak);
+  // otherwise f32 FMAs for float weights, vpdpbusd for quantized ones.
+  const bool amx_prefill = c.peak_bf16_gflops > 0 && kernels::bf16_prompt_path(wtype);
+  double& peak = amx_prefill ? c.peak_bf16_gflops : is_float_type(wtype) ? c.peak_f32_gflops : c.peak_int8_gops;
+  const char* peak_name = amx_prefill ? "amx-bf16" : is_float_type(wtype) ? "f32" : "int8";
   auto measure_peak = [&] {
-    return is_float_type(wtype) ? kernels::measure_peak_f32_gflops(pool)
-           : amx_prefill        ? kernels::measure_peak_bf16_gflops(pool)
-                                : kernels::measure_peak_int8_gops(pool);
+    return amx_prefill            ? kernels::measure_peak_bf16_gflops(pool)
+           : is_float_type(wtype) ? kernels::measure_peak_f32_gflops(pool)
+                                  : kernels::measure_peak_int8_gops(pool);
   };
 
   std::mt19937 rng(1);

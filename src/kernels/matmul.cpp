@@ -209,22 +209,24 @@ MatmulJob::MatmulJob(std::span<const MatmulTarget> targets, const float* x, int6
   prefetch_ = prefetch_weights();
   nta_ = prefetch_non_temporal();
   cols_ = targets[0].w->cols;
-  bool any_quantized = false, all_quantized = true;
+  bool any_quantized = false;
+  int parts = bf16_parts(panel_format(targets[0].w->type));  // the same for all, or 0
   for (const MatmulTarget& t : targets) {
     check_shape(*t.w);
     if (t.w->cols != cols_) throw Error("matmul: targets sharing an input must have the same number of columns");
-    const bool quantized = is_quantized(panel_format(t.w->type));
-    any_quantized |= quantized;
-    all_quantized &= quantized;
+    const PanelFormat format = panel_format(t.w->type);
+    any_quantized |= is_quantized(format);
+    if (bf16_parts(format) != parts) parts = 0;
   }
   if (any_quantized) {
     if (acts == nullptr) throw Error("matmul: quantized weights need an activation buffer");
     acts_ = acts;
   }
-  if (n_bf16 > 0 && all_quantized && use_amx_bf16() && kernels_->dequant_bf16) {
+  if (n_bf16 > 0 && parts > 0 && cols_ % kQBlock == 0 && use_amx_bf16() && kernels_->dequant_bf16) {
     if (bf16_acts == nullptr) throw Error("matmul: bf16 tokens need a bf16 activation buffer");
     n_bf16_ = n_bf16;
     bf16_acts_ = bf16_acts;
+    bf16_parts_ = parts;
   }
   chunk_panels_ = n_bf16_ > 0 ? kBf16ChunkPanels : chunk_panels(n_tokens);
   for (const MatmulTarget& t : targets) {
@@ -238,13 +240,15 @@ MatmulJob::MatmulJob(std::span<const MatmulTarget> targets, const float* x, int6
   const int64_t token_bytes = std::max<int64_t>(acts_ ? cols_ / kQBlock * int64_t{sizeof(Q8Act)} : 0, cols_ * 4);
   token_block_ = std::max<int64_t>(kActGroup, kActivationBlockBytes / token_bytes / kActGroup * kActGroup);
   token_blocks_ = (n_int8 + token_block_ - 1) / token_block_;
-  bf16_block_ = std::max(kBf16TileTokens, kActivationBlockBytes / (cols_ * 2) / kBf16TileTokens * kBf16TileTokens);
+  bf16_block_ = std::max(kBf16TileTokens,
+                         kActivationBlockBytes / (cols_ * 2 * std::max(bf16_parts_, 1)) / kBf16TileTokens * kBf16TileTokens);
   bf16_blocks_ = (n_bf16_ + bf16_block_ - 1) / bf16_block_;
 }
 
 void MatmulJob::prepare_row(int64_t t) const {
   const int64_t nb = cols_ / kQBlock, n_int8 = n_tokens_ - n_bf16_;
-  if (t < n_bf16_) kernels_->row_to_bf16(x_ + t * cols_, cols_, bf16_acts_ + bf16_act_index(t, 0, nb));
+  if (t < n_bf16_)
+    kernels_->row_to_bf16(x_ + t * cols_, cols_, bf16_acts_ + bf16_act_index(t, 0, nb, bf16_parts_), bf16_parts_);
   else if (acts_)
     kernels_->quantize(x_ + t * cols_, cols_, acts_ + act_index(t - n_bf16_, 0, n_int8, nb),
                        act_group_width(t - n_bf16_, n_int8));
@@ -299,9 +303,10 @@ void MatmulJob::run_chunk(int64_t c) const {
   // Panels packed, widened or dequantized here go to the thread's scratch,
   // once per run: the run's next chunks, which the thread most often takes
   // next, find them there. `derived` holds the widened f32 panels of a
-  // float run or the bf16 panels of a quantized one.
+  // float run or its bf16 tiles (an f16 run can have chunks of both), keyed
+  // apart.
   struct RunScratch {
-    std::pair<uint64_t, int64_t> packed_for{0, -1}, derived_for{0, -1};  // (job, run)
+    std::pair<uint64_t, int64_t> packed_for{0, -1}, derived_for{0, -1};  // (job, run; 2 run + bf16 for derived)
     std::vector<CacheLine> packed, derived;
   };
   thread_local RunScratch own;
@@ -317,18 +322,21 @@ void MatmulJob::run_chunk(int64_t c) const {
     own.packed_for = key;
     panels.base = packed;
   }
-  const bool fresh = own.derived_for != key;
+  const std::pair<uint64_t, int64_t> derived_key{serial_, 2 * run + (bf16 ? 1 : 0)};
+  const bool fresh = own.derived_for != derived_key;
   if (bf16) {
-    auto* out = reinterpret_cast<uint16_t*>(scratch(own.derived, panels.n * nb * kBf16TileValues * 2 / 64)->bytes);
+    const int64_t block_values = bf16_parts_ * kBf16TileValues;
+    auto* out = reinterpret_cast<uint16_t*>(scratch(own.derived, panels.n * nb * block_values * 2 / 64)->bytes);
     for (int64_t s = 0; fresh && s < layout.slices.count; ++s)
       for (int64_t i = 0; i < panels.n; ++i)
         kernels_->dequant_bf16(format, panels.base + panels.offset(s) + i * panels.stride(s),
                                layout.slices.cols(s, cols_),
-                               out + (i * nb + s * layout.slices.width / kQBlock) * kBf16TileValues);
-    own.derived_for = key;
-    amx::bf16_panels({out, panels.n, nb, bf16_acts_ + bf16_act_index(t_begin, 0, nb), t_end - t_begin,
+                               out + (i * nb + s * layout.slices.width / kQBlock) * block_values);
+    own.derived_for = derived_key;
+    amx::bf16_panels({out, panels.n, nb, bf16_acts_ + bf16_act_index(t_begin, 0, nb, bf16_parts_), t_end - t_begin,
                       t->y + t_begin * w.rows + p0 * kPanelRows, w.rows,
-                      static_cast<int>(std::min<int64_t>(kPanelRows, w.rows - (p1 - 1) * kPanelRows))});
+                      static_cast<int>(std::min<int64_t>(kPanelRows, w.rows - (p1 - 1) * kPanelRows)),
+                      bf16_parts_});
     return;
   }
   // Many tokens over f16 / bf16 weights: widened to f32 once per run, for
@@ -341,7 +349,7 @@ void MatmulJob::run_chunk(int64_t c) const {
       for (int64_t i = 0; i < panels.n; ++i)
         kernels_->widen(format, from.base + from.offset(s) + i * from.stride(s), layout.slices.cols(s, cols_),
                         reinterpret_cast<float*>(wide + panels.offset(s) + i * panels.stride(s)));
-    own.derived_for = key;
+    own.derived_for = derived_key;
     panels.base = wide;
   }
 
@@ -388,6 +396,8 @@ void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, ThreadP
   const MatmulTarget target{&w, y};
   matmul(std::span<const MatmulTarget>(&target, 1), x, n_tokens, pool, n_bf16);
 }
+
+bool bf16_prompt_path(gguf::TensorType type) { return bf16_parts(panel_format(type)) > 0; }
 
 void matmul_reference(const Matrix& w, const float* x, int64_t n_tokens, float* y) {
   check_shape(w);

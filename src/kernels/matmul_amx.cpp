@@ -3,7 +3,8 @@
 // A tile) by 32 columns x 16 weight rows (a B tile) into 16 x 16 f32 sums
 // (a C tile), the work of 128 vpdpbusd. With 8 tile registers the kernel
 // holds 2 x 2 C tiles (two token groups by two panels) and loads one A or B
-// tile per product. The dequantized panels and the activations come from
+// tile per product (quantized weights; 10 tiles per 12 products for f16
+// weights, whose tiles come in two parts). The dequantized panels and the activations come from
 // L2: the chunk dequantized them a moment before (matmul.cpp).
 //
 // Compiled with -mamx-tile -mamx-bf16 on top of the AVX-512 flags and run
@@ -41,12 +42,16 @@ void write_c(const Bf16Panels& a, const float (*c)[16], int64_t group, int64_t p
     _mm512_mask_storeu_ps(a.y + t * a.y_stride + panel * kPanelRows, mask, _mm512_load_ps(c[m]));
 }
 
-// Panels [p0, p0 + P) times token groups [g0, g0 + G), every column. Tile
-// numbers are immediates, hence the template: C tiles 0-3 (2g + p), A tiles
-// 4-5, B tiles 6-7.
-template <int P, int G>
+// Panels [p0, p0 + P) times token groups [g0, g0 + G), every column. With
+// Parts = 2 each block's A and B tiles come in high and low parts (f16
+// weights, panel.h: bf16_parts) and take three products per C tile, high x
+// high, high x low and low x high; the low x low term is below the f32
+// sum's own rounding. Tile numbers are immediates, hence the template: C
+// tiles 0-3 (2g + p), A tiles 4-5, B tiles 6-7.
+template <int P, int G, int Parts>
 void tile_block(const Bf16Panels& a, int64_t p0, int64_t g0) {
-  const int64_t stride = a.nb * kBf16TileValues;  // one panel's or group's tiles
+  constexpr int64_t kBlock = Parts * kBf16TileValues;  // a block's tiles
+  const int64_t stride = a.nb * kBlock;                // one panel's or group's
   const uint16_t* w0 = a.w + p0 * stride;
   const uint16_t* w1 = w0 + stride;
   const uint16_t* x0 = a.x + g0 * stride;
@@ -55,21 +60,23 @@ void tile_block(const Bf16Panels& a, int64_t p0, int64_t g0) {
   if constexpr (P == 2) _tile_zero(1);
   if constexpr (G == 2) _tile_zero(2);
   if constexpr (P == 2 && G == 2) _tile_zero(3);
-  for (int64_t b = 0; b < a.nb; ++b) {
-    const int64_t o = b * kBf16TileValues;
-    _tile_loadd(4, x0 + o, 64);
-    _tile_loadd(6, w0 + o, 64);
-    _tile_dpbf16ps(0, 4, 6);
-    if constexpr (P == 2) {
-      _tile_loadd(7, w1 + o, 64);
-      _tile_dpbf16ps(1, 4, 7);
+  for (int64_t b = 0; b < a.nb; ++b)
+    for (int xp = 0; xp < Parts; ++xp) {
+      const int64_t xo = b * kBlock + xp * kBf16TileValues;
+      _tile_loadd(4, x0 + xo, 64);
+      if constexpr (G == 2) _tile_loadd(5, x1 + xo, 64);
+      for (int wp = 0; wp + xp < Parts; ++wp) {
+        const int64_t wo = b * kBlock + wp * kBf16TileValues;
+        _tile_loadd(6, w0 + wo, 64);
+        _tile_dpbf16ps(0, 4, 6);
+        if constexpr (G == 2) _tile_dpbf16ps(2, 5, 6);
+        if constexpr (P == 2) {
+          _tile_loadd(7, w1 + wo, 64);
+          _tile_dpbf16ps(1, 4, 7);
+          if constexpr (G == 2) _tile_dpbf16ps(3, 5, 7);
+        }
+      }
     }
-    if constexpr (G == 2) {
-      _tile_loadd(5, x1 + o, 64);
-      _tile_dpbf16ps(2, 5, 6);
-      if constexpr (P == 2) _tile_dpbf16ps(3, 5, 7);
-    }
-  }
   alignas(64) float c[16][16];
   _tile_stored(0, c, 64);
   write_c(a, c, g0, p0);
@@ -87,19 +94,25 @@ void tile_block(const Bf16Panels& a, int64_t p0, int64_t g0) {
   }
 }
 
-}  // namespace
-
-void bf16_panels(const Bf16Panels& a) {
-  configure_tiles();
+template <int Parts>
+void bf16_panels_parts(const Bf16Panels& a) {
   const int64_t groups = (a.n_tokens + 15) / 16;
   for (int64_t p0 = 0; p0 < a.n_panels; p0 += 2)
     for (int64_t g0 = 0; g0 < groups; g0 += 2) {
       const bool two_panels = p0 + 1 < a.n_panels, two_groups = g0 + 1 < groups;
-      if (two_panels && two_groups) tile_block<2, 2>(a, p0, g0);
-      else if (two_panels) tile_block<2, 1>(a, p0, g0);
-      else if (two_groups) tile_block<1, 2>(a, p0, g0);
-      else tile_block<1, 1>(a, p0, g0);
+      if (two_panels && two_groups) tile_block<2, 2, Parts>(a, p0, g0);
+      else if (two_panels) tile_block<2, 1, Parts>(a, p0, g0);
+      else if (two_groups) tile_block<1, 2, Parts>(a, p0, g0);
+      else tile_block<1, 1, Parts>(a, p0, g0);
     }
+}
+
+}  // namespace
+
+void bf16_panels(const Bf16Panels& a) {
+  configure_tiles();
+  if (a.parts == 2) bf16_panels_parts<2>(a);
+  else bf16_panels_parts<1>(a);
   // Back to the init state: a context switch then saves no tile data.
   _tile_release();
 }

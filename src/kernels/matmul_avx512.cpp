@@ -476,9 +476,37 @@ void widen(PanelFormat from, const uint8_t* panel, int64_t cols, float* out) {
   return reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo));  // lo's 16 values, then hi's
 }
 
-[[gnu::target("avx512bf16")]] void row_to_bf16(const float* x, int64_t cols, uint16_t* out) {
-  for (int64_t b = 0; b < cols / kQBlock; ++b, x += kQBlock)
-    _mm512_store_si512(out + b * kBf16TileValues, to_bf16(_mm512_loadu_ps(x), _mm512_loadu_ps(x + 16)));
+// w rounded to bf16 (nearest even), as floats: w minus it is exact in f32.
+[[gnu::target("avx512bf16")]] __m512 round_to_bf16(__m512 w) {
+  const __m256i bits = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(w));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16));
+}
+
+[[gnu::target("avx512bf16")]] void row_to_bf16(const float* x, int64_t cols, uint16_t* out, int parts) {
+  for (int64_t b = 0; b < cols / kQBlock; ++b, x += kQBlock, out += parts * kBf16TileValues) {
+    const __m512 lo = _mm512_loadu_ps(x), hi = _mm512_loadu_ps(x + 16);
+    if (parts == 1) {
+      _mm512_store_si512(out, to_bf16(lo, hi));
+      continue;
+    }
+    const __m512 lo_high = round_to_bf16(lo), hi_high = round_to_bf16(hi);
+    _mm512_store_si512(out, to_bf16(lo_high, hi_high));
+    _mm512_store_si512(out + kBf16TileValues, to_bf16(_mm512_sub_ps(lo, lo_high), _mm512_sub_ps(hi, hi_high)));
+  }
+}
+
+// B tile rows 2j and 2j + 1 (32 values each) from four vectors of 16 rows'
+// values, w[i] holding column 4j + i: pairs of columns interleaved row by
+// row (panel.h: Bf16Panels).
+[[gnu::target("avx512bf16")]] void store_pairs(const __m512 (&w)[4], uint16_t* rows) {
+  alignas(64) static constexpr auto kPairs = [] {
+    std::array<uint16_t, 32> idx{};  // word 2r <- column a's row r, 2r + 1 <- column b's
+    for (int i = 0; i < 32; ++i) idx[i] = static_cast<uint16_t>(i % 2 * 16 + i / 2);
+    return idx;
+  }();
+  const __m512i pairs = _mm512_load_si512(kPairs.data());
+  for (int h = 0; h < 2; ++h)
+    _mm512_store_si512(rows + h * 32, _mm512_permutexvar_epi16(pairs, to_bf16(w[2 * h], w[2 * h + 1])));
 }
 
 // Block b's codes as load<> unpacks them for several tokens, each weight
@@ -487,12 +515,7 @@ void widen(PanelFormat from, const uint8_t* panel, int64_t cols, float* out) {
 // 4j..4j+3 of the 16 rows, so it gives tile rows 2j and 2j + 1.
 template <class Format>
 [[gnu::target("avx512bf16")]] void dequant_bf16_format(const uint8_t* panel, int64_t cols, uint16_t* out) {
-  alignas(64) static constexpr auto kPairs = [] {
-    std::array<uint16_t, 32> idx{};  // word 2r <- column a's row r, 2r + 1 <- column b's
-    for (int w = 0; w < 32; ++w) idx[w] = static_cast<uint16_t>(w % 2 * 16 + w / 2);
-    return idx;
-  }();
-  const __m512i pairs = _mm512_load_si512(kPairs.data()), byte = _mm512_set1_epi32(0xff);
+  const __m512i byte = _mm512_set1_epi32(0xff);
   for (int64_t b = 0; b < cols / kQBlock; ++b, out += kBf16TileValues) {
     Block k;
     Format::template load<kActGroup>(panel, b, k);
@@ -506,10 +529,27 @@ template <class Format>
         const __m512i code = _mm512_and_si512(_mm512_srli_epi32(k.g[j], 8 * i), byte);
         w[i] = _mm512_fmsub_ps(_mm512_cvtepi32_ps(code), s, m);
       }
-      for (int h = 0; h < 2; ++h)
-        _mm512_store_si512(out + (2 * j + h) * 32, _mm512_permutexvar_epi16(pairs, to_bf16(w[2 * h], w[2 * h + 1])));
+      store_pairs(w, out + 2 * j * 32);
     }
   }
+}
+
+// An f16 panel's block b (columns [32 b, 32 b + 32) of [cols][16] values)
+// as two B tiles, each weight's bf16 rounding and the rest, which sum to
+// it exactly (an f16 value has 11 significant bits).
+[[gnu::target("avx512bf16")]] void split_f16(const uint8_t* panel, int64_t cols, uint16_t* out) {
+  for (int64_t b = 0; b < cols / kQBlock; ++b, out += 2 * kBf16TileValues)
+    for (int j = 0; j < 8; ++j) {
+      __m512 high[4], rest[4];
+      for (int i = 0; i < 4; ++i) {
+        const int64_t c = b * kQBlock + 4 * j + i;
+        const __m512 w = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(panel + c * 32)));
+        high[i] = round_to_bf16(w);
+        rest[i] = _mm512_sub_ps(w, high[i]);
+      }
+      store_pairs(high, out + 2 * j * 32);
+      store_pairs(rest, out + kBf16TileValues + 2 * j * 32);
+    }
 }
 
 [[gnu::target("avx512bf16")]] void dequant_bf16(PanelFormat format, const uint8_t* panel, int64_t cols,
@@ -519,7 +559,8 @@ template <class Format>
     case PanelFormat::q4_0: return dequant_bf16_format<Q4_0>(panel, cols, out);
     case PanelFormat::q4_k: return dequant_bf16_format<Q4_K>(panel, cols, out);
     case PanelFormat::q6_k: return dequant_bf16_format<Q6_K>(panel, cols, out);
-    default: break;  // float formats stay on their own kernels
+    case PanelFormat::f16: return split_f16(panel, cols, out);
+    default: break;  // bf16_parts() is 0 for the other formats
   }
 }
 

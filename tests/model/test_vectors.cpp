@@ -204,3 +204,33 @@ TEST(TinyStories656K, Q8_0PromptOfTheVectorsContinuesThem) {
     }
   }
 }
+
+// The f16 model's greedy ids as a prompt: on the AMX-BF16 prompt path its
+// weights and activations go in two bf16 parts each (kernels/panel.h:
+// bf16_parts), about as accurate as f32, so both prompt paths must
+// continue with the vectors' ids exactly.
+TEST(TinyStories656K, F16PromptOfTheVectorsContinuesThem) {
+  REQUIRE_MODEL(path, "TinyStories-656K.f16.gguf");
+  const auto vec = load_vectors(llmserve::testing::model_path("TinyStories-656K.testvectors.json"));
+  const auto model = Model::load(path);
+  ThreadPool pool(2);
+  const auto expect = vec["greedy_ids_f32_and_f16"].get<std::vector<int>>();
+  ASSERT_GT(expect.size(), 96u) << "the vectors' greedy sequence is shorter than the longest prompt";
+  for (bool amx : {false, true}) {
+    if (amx && !llmserve::kernels::amx_bf16_detected()) continue;
+    const llmserve::testing::AmxGuard guard(amx);
+    for (size_t split : {1, 8, 32, 96}) {
+      SequenceRunner fwd(*model, pool, 512, TensorType::F32);
+      std::vector<int32_t> prompt{1};
+      prompt.insert(prompt.end(), expect.begin(), expect.begin() + split);
+      auto logits = fwd.eval(prompt);
+      std::vector<int> cont;
+      while (split + cont.size() < expect.size()) {
+        cont.push_back(argmax(logits));
+        logits = fwd.decode(cont.back());
+      }
+      EXPECT_EQ(cont, std::vector<int>(expect.begin() + split, expect.end()))
+          << "prompt of " << split << " ids, amx " << amx;
+    }
+  }
+}

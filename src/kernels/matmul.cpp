@@ -240,8 +240,8 @@ MatmulJob::MatmulJob(std::span<const MatmulTarget> targets, const float* x, int6
   const int64_t token_bytes = std::max<int64_t>(acts_ ? cols_ / kQBlock * int64_t{sizeof(Q8Act)} : 0, cols_ * 4);
   token_block_ = std::max<int64_t>(kActGroup, kActivationBlockBytes / token_bytes / kActGroup * kActGroup);
   token_blocks_ = (n_int8 + token_block_ - 1) / token_block_;
-  bf16_block_ = std::max(kBf16TileTokens,
-                         kActivationBlockBytes / (cols_ * 2 * std::max(bf16_parts_, 1)) / kBf16TileTokens * kBf16TileTokens);
+  const int64_t bf16_token_bytes = cols_ * 2 * std::max(bf16_parts_, 1);
+  bf16_block_ = std::max(kBf16TileTokens, kActivationBlockBytes / bf16_token_bytes / kBf16TileTokens * kBf16TileTokens);
   bf16_blocks_ = (n_bf16_ + bf16_block_ - 1) / bf16_block_;
 }
 

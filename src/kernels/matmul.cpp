@@ -56,11 +56,14 @@ constexpr int64_t kActivationBlockBytes = 256 << 10;
 // bytes. tinyllama F16 prefill against not widening, alternated: 64 tokens
 // 0.89x, 128 tokens 1.05x, 512 tokens 1.16x.
 constexpr int64_t kWidenTokens = 128;
-// The bf16 path's chunks: runs of 4 panels, whose dequantized bf16 copy
-// (32 bytes per panel and column: 704 KiB for 4 panels of 5632 columns) shares the
-// L2 with a block of bf16 tokens of about kActivationBlockBytes, a whole
-// number of 2-group tiles.
-constexpr int64_t kBf16ChunkPanels = 4;
+// The bf16 path's chunks: runs of 8 panels, whose bf16 copy (32 bytes per
+// panel and column, twice that for f16: 1.4 and 2.8 MiB for 8 panels of
+// 5632 columns) is reused by blocks of bf16 tokens of about
+// kActivationBlockBytes, a whole number of 2-group tiles. tinyllama pp512
+// on the Intel AMX host (scripts/ab_bench.py, 4 rounds each): 8 panels
+// against 4, Q4_0 x1.046 and x1.022, F16 x1.037 and x1.031, Q8_0 x1.020;
+// 2 panels x0.90 (Q4_0, F16), 16 x0.94-0.96.
+constexpr int64_t kBf16ChunkPanels = 8;
 constexpr int64_t kBf16TileTokens = 32;
 
 }  // namespace

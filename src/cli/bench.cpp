@@ -60,9 +60,10 @@ void run_single_bench(const BenchOptions& o) {
   c.peak_f32_gflops = kernels::measure_peak_f32_gflops(pool);
   c.peak_bf16_gflops = kernels::measure_peak_bf16_gflops(pool);
   // Prefill against the units it runs on: AMX-BF16 tiles where the prompt
-  // tokens use them (quantized and f16 weights, kernels/matmul.h; f16 takes
-  // three tile products per product, so at most a third of that peak);
-  // otherwise f32 FMAs for float weights, vpdpbusd for quantized ones.
+  // tokens use them (quantized, f16 and bf16 weights, kernels/matmul.h; f16
+  // and bf16 take three and two tile products per product, so at most a
+  // third and a half of that peak); otherwise f32 FMAs for float weights,
+  // vpdpbusd for quantized ones.
   const bool amx_prefill = c.peak_bf16_gflops > 0 && kernels::bf16_prompt_path(wtype);
   double& peak = amx_prefill ? c.peak_bf16_gflops : is_float_type(wtype) ? c.peak_f32_gflops : c.peak_int8_gops;
   const char* peak_name = amx_prefill ? "amx-bf16" : is_float_type(wtype) ? "f32" : "int8";

@@ -33,9 +33,9 @@ void run_gen_model(const GenModelOptions& o) {
   spec.q4_k_m = name == "q4_k_m";
   const auto type = gguf::type_info_by_name(spec.q4_k_m ? "q4_k" : name);
   using T = gguf::TensorType;
-  if (!type || (type->type != T::F32 && type->type != T::F16 && type->type != T::Q8_0 && type->type != T::Q4_0 &&
-                 type->type != T::Q4_K && type->type != T::Q6_K))
-    throw Error("unsupported --type '" + o.type + "' (use f32, f16, q8_0, q4_0, q4_k, q6_k or q4_k_m)");
+  if (!type || (type->type != T::F32 && type->type != T::F16 && type->type != T::BF16 && type->type != T::Q8_0 &&
+                 type->type != T::Q4_0 && type->type != T::Q4_K && type->type != T::Q6_K))
+    throw Error("unsupported --type '" + o.type + "' (use f32, f16, bf16, q8_0, q4_0, q4_k, q6_k or q4_k_m)");
   spec.type = type->type;
   spec.seed = o.seed;
   spec.vocab_from = o.vocab_from;
@@ -50,7 +50,7 @@ void add_gen_model(CLI::App& app) {
   auto o = std::make_shared<GenModelOptions>();
   CLI::App* cmd = app.add_subcommand("gen-model", "Write a random-weight model of a real architecture's shape");
   cmd->add_option("--shape", o->shape, "tiny, stories110m, tinyllama-1.1b or smollm-135m")->required();
-  cmd->add_option("--type", o->type, "f32, f16, q8_0, q4_0, q4_k, q6_k, or q4_k_m (llama.cpp's Q4_K / Q6_K mix)")
+  cmd->add_option("--type", o->type, "f32, f16, bf16, q8_0, q4_0, q4_k, q6_k, or q4_k_m (llama.cpp's Q4_K / Q6_K mix)")
       ->capture_default_str();
   cmd->add_option("--seed", o->seed, "Random seed")->capture_default_str();
   cmd->add_option("--vocab-from", o->vocab_from, "Copy the tokenizer of this GGUF file");

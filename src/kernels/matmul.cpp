@@ -213,19 +213,19 @@ MatmulJob::MatmulJob(std::span<const MatmulTarget> targets, const float* x, int6
   nta_ = prefetch_non_temporal();
   cols_ = targets[0].w->cols;
   bool any_quantized = false;
-  int parts = bf16_parts(panel_format(targets[0].w->type));  // the same for all, or 0
+  Bf16Parts parts = bf16_parts(panel_format(targets[0].w->type));  // the same for all, or none
   for (const MatmulTarget& t : targets) {
     check_shape(*t.w);
     if (t.w->cols != cols_) throw Error("matmul: targets sharing an input must have the same number of columns");
     const PanelFormat format = panel_format(t.w->type);
     any_quantized |= is_quantized(format);
-    if (bf16_parts(format) != parts) parts = 0;
+    if (!(bf16_parts(format) == parts)) parts = {};
   }
   if (any_quantized) {
     if (acts == nullptr) throw Error("matmul: quantized weights need an activation buffer");
     acts_ = acts;
   }
-  if (n_bf16 > 0 && parts > 0 && cols_ % kQBlock == 0 && use_amx_bf16() && kernels_->dequant_bf16) {
+  if (n_bf16 > 0 && parts.x > 0 && cols_ % kQBlock == 0 && use_amx_bf16() && kernels_->dequant_bf16) {
     if (bf16_acts == nullptr) throw Error("matmul: bf16 tokens need a bf16 activation buffer");
     n_bf16_ = n_bf16;
     bf16_acts_ = bf16_acts;
@@ -243,7 +243,7 @@ MatmulJob::MatmulJob(std::span<const MatmulTarget> targets, const float* x, int6
   const int64_t token_bytes = std::max<int64_t>(acts_ ? cols_ / kQBlock * int64_t{sizeof(Q8Act)} : 0, cols_ * 4);
   token_block_ = std::max<int64_t>(kActGroup, kActivationBlockBytes / token_bytes / kActGroup * kActGroup);
   token_blocks_ = (n_int8 + token_block_ - 1) / token_block_;
-  const int64_t bf16_token_bytes = cols_ * 2 * std::max(bf16_parts_, 1);
+  const int64_t bf16_token_bytes = cols_ * 2 * std::max(bf16_parts_.x, 1);
   bf16_block_ = std::max(kBf16TileTokens, kActivationBlockBytes / bf16_token_bytes / kBf16TileTokens * kBf16TileTokens);
   bf16_blocks_ = (n_bf16_ + bf16_block_ - 1) / bf16_block_;
 }
@@ -251,7 +251,8 @@ MatmulJob::MatmulJob(std::span<const MatmulTarget> targets, const float* x, int6
 void MatmulJob::prepare_row(int64_t t) const {
   const int64_t nb = cols_ / kQBlock, n_int8 = n_tokens_ - n_bf16_;
   if (t < n_bf16_)
-    kernels_->row_to_bf16(x_ + t * cols_, cols_, bf16_acts_ + bf16_act_index(t, 0, nb, bf16_parts_), bf16_parts_);
+    kernels_->row_to_bf16(x_ + t * cols_, cols_, bf16_acts_ + bf16_act_index(t, 0, nb, bf16_parts_.x),
+                          bf16_parts_.x);
   else if (acts_)
     kernels_->quantize(x_ + t * cols_, cols_, acts_ + act_index(t - n_bf16_, 0, n_int8, nb),
                        act_group_width(t - n_bf16_, n_int8));
@@ -306,8 +307,8 @@ void MatmulJob::run_chunk(int64_t c) const {
   // Panels packed, widened or dequantized here go to the thread's scratch,
   // once per run: the run's next chunks, which the thread most often takes
   // next, find them there. `derived` holds the widened f32 panels of a
-  // float run or its bf16 tiles (an f16 run can have chunks of both), keyed
-  // apart.
+  // float run or its bf16 tiles (an f16 or bf16 run can have chunks of
+  // both), keyed apart.
   struct RunScratch {
     std::pair<uint64_t, int64_t> packed_for{0, -1}, derived_for{0, -1};  // (job, run; 2 run + bf16 for derived)
     std::vector<CacheLine> packed, derived;
@@ -328,7 +329,7 @@ void MatmulJob::run_chunk(int64_t c) const {
   const std::pair<uint64_t, int64_t> derived_key{serial_, 2 * run + (bf16 ? 1 : 0)};
   const bool fresh = own.derived_for != derived_key;
   if (bf16) {
-    const int64_t block_values = bf16_parts_ * kBf16TileValues;
+    const int64_t block_values = bf16_parts_.w * kBf16TileValues;
     auto* out = reinterpret_cast<uint16_t*>(scratch(own.derived, panels.n * nb * block_values * 2 / 64)->bytes);
     for (int64_t s = 0; fresh && s < layout.slices.count; ++s)
       for (int64_t i = 0; i < panels.n; ++i)
@@ -336,7 +337,7 @@ void MatmulJob::run_chunk(int64_t c) const {
                                layout.slices.cols(s, cols_),
                                out + (i * nb + s * layout.slices.width / kQBlock) * block_values);
     own.derived_for = derived_key;
-    amx::bf16_panels({out, panels.n, nb, bf16_acts_ + bf16_act_index(t_begin, 0, nb, bf16_parts_), t_end - t_begin,
+    amx::bf16_panels({out, panels.n, nb, bf16_acts_ + bf16_act_index(t_begin, 0, nb, bf16_parts_.x), t_end - t_begin,
                       t->y + t_begin * w.rows + p0 * kPanelRows, w.rows,
                       static_cast<int>(std::min<int64_t>(kPanelRows, w.rows - (p1 - 1) * kPanelRows)),
                       bf16_parts_});
@@ -400,7 +401,7 @@ void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, ThreadP
   matmul(std::span<const MatmulTarget>(&target, 1), x, n_tokens, pool, n_bf16);
 }
 
-bool bf16_prompt_path(gguf::TensorType type) { return bf16_parts(panel_format(type)) > 0; }
+bool bf16_prompt_path(gguf::TensorType type) { return bf16_parts(panel_format(type)).x > 0; }
 
 void matmul_reference(const Matrix& w, const float* x, int64_t n_tokens, float* y) {
   check_shape(w);

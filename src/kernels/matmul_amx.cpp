@@ -3,9 +3,9 @@
 // A tile) by 32 columns x 16 weight rows (a B tile) into 16 x 16 f32 sums
 // (a C tile), the work of 128 vpdpbusd. With 8 tile registers the kernel
 // holds 2 x 2 C tiles (two token groups by two panels) and loads one A or B
-// tile per product (quantized weights; 10 tiles per 12 products for f16
-// weights, whose tiles come in two parts). The dequantized panels and the activations come from
-// L2: the chunk dequantized them a moment before (matmul.cpp).
+// tile per product (quantized weights; f16 and bf16 weights' tiles come in
+// parts, see tile_block). The dequantized panels and the activations come
+// from L2: the chunk dequantized them a moment before (matmul.cpp).
 //
 // Compiled with -mamx-tile -mamx-bf16 on top of the AVX-512 flags and run
 // only where use_amx_bf16() (cpu.h) says the CPU and OS allow it.
@@ -43,30 +43,31 @@ void write_c(const Bf16Panels& a, const float (*c)[16], int64_t group, int64_t p
 }
 
 // Panels [p0, p0 + P) times token groups [g0, g0 + G), every column. With
-// Parts = 2 each block's A and B tiles come in high and low parts (f16
-// weights, panel.h: bf16_parts) and take three products per C tile, high x
-// high, high x low and low x high; the low x low term is below the f32
-// sum's own rounding. Tile numbers are immediates, hence the template: C
-// tiles 0-3 (2g + p), A tiles 4-5, B tiles 6-7.
-template <int P, int G, int Parts>
+// two parts of a side (panel.h: bf16_parts; X activation parts, W weight
+// parts) each block's tiles of that side come as high and low parts, and
+// each C tile takes the products of high x high and of each low part with
+// the other side's high part: three for f16 weights, two for bf16 ones;
+// the low x low term is below the f32 sum's own rounding. Tile numbers are
+// immediates, hence the template: C tiles 0-3 (2g + p), A tiles 4-5, B
+// tiles 6-7.
+template <int P, int G, int X, int W>
 void tile_block(const Bf16Panels& a, int64_t p0, int64_t g0) {
-  constexpr int64_t kBlock = Parts * kBf16TileValues;  // a block's tiles
-  const int64_t stride = a.nb * kBlock;                // one panel's or group's
-  const uint16_t* w0 = a.w + p0 * stride;
-  const uint16_t* w1 = w0 + stride;
-  const uint16_t* x0 = a.x + g0 * stride;
-  const uint16_t* x1 = x0 + stride;
+  constexpr int64_t kXBlock = X * kBf16TileValues, kWBlock = W * kBf16TileValues;  // a block's tiles
+  const uint16_t* w0 = a.w + p0 * a.nb * kWBlock;
+  const uint16_t* w1 = w0 + a.nb * kWBlock;
+  const uint16_t* x0 = a.x + g0 * a.nb * kXBlock;
+  const uint16_t* x1 = x0 + a.nb * kXBlock;
   _tile_zero(0);
   if constexpr (P == 2) _tile_zero(1);
   if constexpr (G == 2) _tile_zero(2);
   if constexpr (P == 2 && G == 2) _tile_zero(3);
   for (int64_t b = 0; b < a.nb; ++b)
-    for (int xp = 0; xp < Parts; ++xp) {
-      const int64_t xo = b * kBlock + xp * kBf16TileValues;
+    for (int xp = 0; xp < X; ++xp) {
+      const int64_t xo = b * kXBlock + xp * kBf16TileValues;
       _tile_loadd(4, x0 + xo, 64);
       if constexpr (G == 2) _tile_loadd(5, x1 + xo, 64);
-      for (int wp = 0; wp + xp < Parts; ++wp) {
-        const int64_t wo = b * kBlock + wp * kBf16TileValues;
+      for (int wp = 0; wp < W && xp + wp < 2; ++wp) {
+        const int64_t wo = b * kWBlock + wp * kBf16TileValues;
         _tile_loadd(6, w0 + wo, 64);
         _tile_dpbf16ps(0, 4, 6);
         if constexpr (G == 2) _tile_dpbf16ps(2, 5, 6);
@@ -94,16 +95,16 @@ void tile_block(const Bf16Panels& a, int64_t p0, int64_t g0) {
   }
 }
 
-template <int Parts>
+template <int X, int W>
 void bf16_panels_parts(const Bf16Panels& a) {
   const int64_t groups = (a.n_tokens + 15) / 16;
   for (int64_t p0 = 0; p0 < a.n_panels; p0 += 2)
     for (int64_t g0 = 0; g0 < groups; g0 += 2) {
       const bool two_panels = p0 + 1 < a.n_panels, two_groups = g0 + 1 < groups;
-      if (two_panels && two_groups) tile_block<2, 2, Parts>(a, p0, g0);
-      else if (two_panels) tile_block<2, 1, Parts>(a, p0, g0);
-      else if (two_groups) tile_block<1, 2, Parts>(a, p0, g0);
-      else tile_block<1, 1, Parts>(a, p0, g0);
+      if (two_panels && two_groups) tile_block<2, 2, X, W>(a, p0, g0);
+      else if (two_panels) tile_block<2, 1, X, W>(a, p0, g0);
+      else if (two_groups) tile_block<1, 2, X, W>(a, p0, g0);
+      else tile_block<1, 1, X, W>(a, p0, g0);
     }
 }
 
@@ -111,8 +112,9 @@ void bf16_panels_parts(const Bf16Panels& a) {
 
 void bf16_panels(const Bf16Panels& a) {
   configure_tiles();
-  if (a.parts == 2) bf16_panels_parts<2>(a);
-  else bf16_panels_parts<1>(a);
+  if (a.parts == Bf16Parts{2, 2}) bf16_panels_parts<2, 2>(a);
+  else if (a.parts == Bf16Parts{2, 1}) bf16_panels_parts<2, 1>(a);
+  else bf16_panels_parts<1, 1>(a);
   // Back to the init state: a context switch then saves no tile data.
   _tile_release();
 }

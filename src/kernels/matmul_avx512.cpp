@@ -552,6 +552,16 @@ template <class Format>
     }
 }
 
+// A bf16 panel's block b as one B tile, the values as they are.
+[[gnu::target("avx512bf16")]] void bf16_tile(const uint8_t* panel, int64_t cols, uint16_t* out) {
+  for (int64_t b = 0; b < cols / kQBlock; ++b, out += kBf16TileValues)
+    for (int j = 0; j < 8; ++j) {
+      __m512 w[4];
+      for (int i = 0; i < 4; ++i) w[i] = BF16::load(panel, b * kQBlock + 4 * j + i);
+      store_pairs(w, out + 2 * j * 32);
+    }
+}
+
 [[gnu::target("avx512bf16")]] void dequant_bf16(PanelFormat format, const uint8_t* panel, int64_t cols,
                                                  uint16_t* out) {
   switch (format) {
@@ -560,7 +570,8 @@ template <class Format>
     case PanelFormat::q4_k: return dequant_bf16_format<Q4_K>(panel, cols, out);
     case PanelFormat::q6_k: return dequant_bf16_format<Q6_K>(panel, cols, out);
     case PanelFormat::f16: return split_f16(panel, cols, out);
-    default: break;  // bf16_parts() is 0 for the other formats
+    case PanelFormat::bf16: return bf16_tile(panel, cols, out);
+    default: break;  // bf16_parts() has none for the other formats
   }
 }
 

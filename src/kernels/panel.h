@@ -205,26 +205,33 @@ struct MatmulKernels {
   // use_amx_bf16()): one token's row of `cols` floats in bf16, block b's 32
   // values at out + b * parts * kBf16TileValues (parts 2: their bf16
   // rounding there, the bf16 of the rest kBf16TileValues after); and one
-  // panel slice of `cols` columns as B tiles, block b's bf16_parts(format)
-  // tiles at out + b * bf16_parts(format) * kBf16TileValues (Bf16Panels).
+  // panel slice of `cols` columns as B tiles, block b's
+  // bf16_parts(format).w tiles at out + b * bf16_parts(format).w *
+  // kBf16TileValues (Bf16Panels).
   void (*row_to_bf16)(const float* x, int64_t cols, uint16_t* out, int parts);
   void (*dequant_bf16)(PanelFormat format, const uint8_t* panel, int64_t cols, uint16_t* out);
 };
 
 // The formats the AMX-BF16 path takes, and in how many bf16 parts each
-// weight and activation goes (0: none). Quantized weights: one, rounded
-// (matmul.h). f16 weights: two, high and low, which hold an f16 value
-// exactly; their activations are split the same way, so the products
-// keep about 16 bits where one rounding each would keep 8, and a prompt
-// token's f16 matmul stays as close to f32 as the f32 path's.
-inline int bf16_parts(PanelFormat f) { return is_quantized(f) ? 1 : f == PanelFormat::f16 ? 2 : 0; }
+// activation (x) and weight (w) goes (0: none). Quantized weights: one
+// each, rounded (matmul.h). Float weights: activations in two parts, high
+// and low, so the products keep about 16 bits where one rounding would
+// keep 8, and a prompt token's matmul stays as close to f32 as the f32
+// path's; f16 weights in two parts too, which hold an f16 value exactly,
+// bf16 weights as they are.
+inline Bf16Parts bf16_parts(PanelFormat f) {
+  if (is_quantized(f)) return {1, 1};
+  if (f == PanelFormat::f16) return {2, 2};
+  if (f == PanelFormat::bf16) return {2, 1};
+  return {};
+}
 
 // A run of panels in bf16 times a block of bf16 tokens, for the AMX tile
-// kernel. Block b of panel i is `parts` B tiles at
-// w + ((i * nb + b) * parts + part) * kBf16TileValues: row k (0..15) holds,
+// kernel. Block b of panel i is parts.w B tiles at
+// w + ((i * nb + b) * parts.w + part) * kBf16TileValues: row k (0..15) holds,
 // for each of the 16 weight rows r, the pair (w[r][32 b + 2k],
 // w[r][32 b + 2k + 1]). The tokens' activations are A tiles as matmul.h
-// lays them out (bf16_act_index), in as many parts. y[t * y_stride + 16 i +
+// lays them out (bf16_act_index), in parts.x parts. y[t * y_stride + 16 i +
 // r] = the f32 sum over all columns, in column order, the same for a token
 // whatever tokens share its tile (each tile row is a sum of its own).
 struct Bf16Panels {
@@ -235,7 +242,7 @@ struct Bf16Panels {
   float* y;
   int64_t y_stride;
   int rows;           // valid rows of the last panel
-  int parts;          // 1 or 2 (bf16_parts)
+  Bf16Parts parts;
 };
 namespace amx {
 void bf16_panels(const Bf16Panels& a);

@@ -144,6 +144,22 @@ TEST(Cli, UnknownShapeIsAClearError) {
   EXPECT_NE(r.out.find("unknown shape 'nope'"), std::string::npos) << r.out;
 }
 
+// gen-model writes every weight type the matmuls take from files it makes,
+// bf16 included; an unknown type is refused with the list.
+TEST(Cli, GenModelWritesBf16AndRefusesUnknownTypes) {
+  const std::string model = temp_path("tiny-bf16.gguf");
+  ASSERT_EQ(run("gen-model --shape tiny --type bf16 -o " + model).exit_code, 0);
+  const Result r = run("inspect " + model);
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  const size_t q = r.out.find("blk.0.attn_q.weight");
+  ASSERT_NE(q, std::string::npos) << r.out;
+  EXPECT_EQ(r.out.substr(r.out.find_first_not_of(' ', q + 19), 4), "bf16") << r.out;
+  std::filesystem::remove(model);
+  const Result bad = run("gen-model --shape tiny --type q5_1 -o " + model);
+  EXPECT_EQ(bad.exit_code, 1) << bad.out;
+  EXPECT_NE(bad.out.find("unsupported --type 'q5_1' (use f32, f16, bf16,"), std::string::npos) << bad.out;
+}
+
 // bench --json carries every field the README documents, the median read
 // within the range of the probe reads, and -d is taken into account (the
 // KV bytes decode reads; a context that does not fit is refused by name).

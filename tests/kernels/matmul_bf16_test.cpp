@@ -1,10 +1,10 @@
 // The AMX-BF16 path for prompt tokens (matmul.h: MatmulJob's n_bf16), on
 // machines that have it; skipped elsewhere.
 //  - Against matmul_reference: |y - ref| <= 2^-8 sum_c |w_rc x_tc| (two
-//    roundings to bf16 of 2^-9 relative each), plus f32 slack; f16
-//    weights, split in two bf16 parts with their activations (panel.h:
-//    bf16_parts), 2^-15 plus the same slack, which one rounding each
-//    would miss by far.
+//    roundings to bf16 of 2^-9 relative each), plus f32 slack; f16 and
+//    bf16 weights, their activations (and f16 weights) split in two bf16
+//    parts (panel.h: bf16_parts), 2^-15 plus the same slack, which one
+//    rounding each would miss by far.
 //  - Batch invariance: a bf16 token alone gives the bits it gives in any
 //    batch, and a job's int8 tokens give what the int8 path gives them
 //    alone.
@@ -75,7 +75,8 @@ TEST_P(Bf16Matmul, MatchesReferenceAndIsBatchInvariant) {
     }
 
     const auto wf = llmserve::testing::dequantize_rows(type, raw, s.rows, s.cols);
-    const double bound = type == TensorType::F16 ? 1.0 / 32768 : 1.0 / 256;
+    const bool float_weights = type == TensorType::F16 || type == TensorType::BF16;
+    const double bound = float_weights ? 1.0 / 32768 : 1.0 / 256;
     int bad = 0;
     for (int64_t t = 0; t < s.n_bf16 && bad < 5; ++t)
       for (int64_t r = 0; r < s.rows && bad < 5; ++r) {
@@ -93,7 +94,7 @@ TEST_P(Bf16Matmul, MatchesReferenceAndIsBatchInvariant) {
 
 INSTANTIATE_TEST_SUITE_P(QuantTypes, Bf16Matmul,
                          ::testing::Values(TensorType::Q8_0, TensorType::Q4_0, TensorType::Q4_K, TensorType::Q6_K,
-                                           TensorType::F16),
+                                           TensorType::F16, TensorType::BF16),
                          [](const auto& info) { return std::string(gguf::type_info(info.param)->name); });
 
 // Where the path does not apply, n_bf16 changes nothing: a job mixing f16

@@ -180,9 +180,9 @@ class MatmulJob {
   // allocated.
   // Tokens [0, n_bf16) go through AMX-BF16 tiles (see kBf16TileValues)
   // where use_amx_bf16() and the targets are all quantized, all f16 or all
-  // bf16 (of a multiple of 32 columns); bf16_acts then holds bf16_acts_values(n_bf16,
-  // cols) values, 64-byte aligned. Elsewhere they take the path the other
-  // tokens take.
+  // bf16 (of a multiple of 32 columns); bf16_acts then holds
+  // bf16_acts_values(n_bf16, cols) values, 64-byte aligned. Elsewhere they
+  // take the path the other tokens take.
   MatmulJob(std::span<const MatmulTarget> targets, const float* x, int64_t n_tokens, Q8Act* acts,
             int64_t n_bf16 = 0, uint16_t* bf16_acts = nullptr);
   MatmulJob(std::initializer_list<MatmulTarget> targets, const float* x, int64_t n_tokens, Q8Act* acts,

@@ -213,12 +213,12 @@ struct MatmulKernels {
 };
 
 // The formats the AMX-BF16 path takes, and in how many bf16 parts each
-// activation (x) and weight (w) goes (0: none). Quantized weights: one
-// each, rounded (matmul.h). Float weights: activations in two parts, high
-// and low, so the products keep about 16 bits where one rounding would
-// keep 8, and a prompt token's matmul stays as close to f32 as the f32
-// path's; f16 weights in two parts too, which hold an f16 value exactly,
-// bf16 weights as they are.
+// activation (x) and weight (w) goes (0: none; f32 weights keep the f32
+// path). Quantized weights: one each, rounded (matmul.h). f16 and bf16
+// weights: activations in two parts, high and low, so the products keep
+// about 16 bits where one rounding would keep 8, and a prompt token's
+// matmul stays as close to f32 as the f32 path's; f16 weights in two parts
+// too, which hold an f16 value exactly, bf16 weights as they are.
 inline Bf16Parts bf16_parts(PanelFormat f) {
   if (is_quantized(f)) return {1, 1};
   if (f == PanelFormat::f16) return {2, 2};

@@ -542,8 +542,7 @@ template <class Format>
     for (int j = 0; j < 8; ++j) {
       __m512 high[4], rest[4];
       for (int i = 0; i < 4; ++i) {
-        const int64_t c = b * kQBlock + 4 * j + i;
-        const __m512 w = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(panel + c * 32)));
+        const __m512 w = F16::load(panel, b * kQBlock + 4 * j + i);
         high[i] = round_to_bf16(w);
         rest[i] = _mm512_sub_ps(w, high[i]);
       }

@@ -11,9 +11,12 @@
 //                        measured beside each run (the host's bandwidth moves
 //                        from one second to the next). Matrices with fewer
 //                        than 3 copies (F32 32000x2048) go without.
-//   matmul  (n tokens):  FLOP/s (2 per multiply-add). matmul_bf16: the
-//                        same tokens as prompt tokens, on AMX-BF16 tiles
-//                        (quantized types, where the CPU has them).
+//   matmul  (n tokens):  FLOP/s (2 per multiply-add), on the kernels the
+//                        CPU allows (with AMX: AMX-INT8 tiles for quantized
+//                        weights' whole groups of 16 tokens). Where the CPU
+//                        has AMX, also matmul_vnni (quantized, AMX off) and
+//                        matmul_bf16 (f16 and bf16 weights, the tokens as
+//                        prompt tokens on AMX-BF16 tiles).
 //   attention, ops, thread pool fork/join, read bandwidth, peak loops.
 //
 // Threads: LLMSERVE_THREADS (default: physical cores). ISA: LLMSERVE_ISA.
@@ -157,15 +160,24 @@ void matvec(benchmark::State& state, TensorType type, int64_t rows, int64_t cols
   if (!vs_read.empty()) state.counters["vs_read"] = median(vs_read);
 }
 
-// bf16: the tokens as prompt tokens, through AMX-BF16 tiles (matmul.h).
-void matmul(benchmark::State& state, TensorType type, int64_t rows, int64_t cols, bool bf16) {
+// Which kernels a matmul benchmark runs (matmul.h): those the CPU allows
+// (with AMX, quantized weights' whole token groups take AMX-INT8 tiles),
+// AMX turned off (the VNNI kernels), or the tokens as prompt tokens, f16 and
+// bf16 weights through AMX-BF16 tiles.
+enum class MatmulPath { usual, no_amx, bf16 };
+
+void matmul(benchmark::State& state, TensorType type, int64_t rows, int64_t cols, MatmulPath path) {
   const int64_t n_tokens = state.range(0);
   Copies& c = copies(type, rows, cols, 0);
   std::vector<float> x(n_tokens * cols), y(n_tokens * rows);
   std::mt19937 rng(1);
   std::normal_distribution<float> dist;
   for (auto& v : x) v = dist(rng);
-  for (auto _ : state) kernels::matmul(c.views[0], x.data(), n_tokens, y.data(), pool(), bf16 ? n_tokens : 0);
+  const bool amx_before = kernels::use_amx();
+  if (path == MatmulPath::no_amx) kernels::set_amx(false);
+  const int64_t n_bf16 = path == MatmulPath::bf16 ? n_tokens : 0;
+  for (auto _ : state) kernels::matmul(c.views[0], x.data(), n_tokens, y.data(), pool(), n_bf16);
+  kernels::set_amx(amx_before);
   benchmark::DoNotOptimize(y.data());
   state.counters["FLOP/s"] = benchmark::Counter(2.0 * rows * cols * n_tokens * state.iterations(),
                                                 benchmark::Counter::kIsRate);
@@ -181,14 +193,17 @@ void register_matmuls() {
                                std::to_string(s[1]);
       benchmark::RegisterBenchmark(("matvec/" + name).c_str(), matvec, t, s[0], s[1], size_t{512} << 20)
           ->UseManualTime();
-      if (s[0] != 32000)
-        benchmark::RegisterBenchmark(("matmul/" + name).c_str(), matmul, t, s[0], s[1], false)
-            ->UseRealTime()
-            ->Arg(8)
-            ->Arg(64)
-            ->Arg(512);
-      if (s[0] != 32000 && kernels::amx_bf16_detected() && gguf::type_info(t)->block_elems > 1)
-        benchmark::RegisterBenchmark(("matmul_bf16/" + name).c_str(), matmul, t, s[0], s[1], true)
+      if (s[0] == 32000) continue;
+      benchmark::RegisterBenchmark(("matmul/" + name).c_str(), matmul, t, s[0], s[1], MatmulPath::usual)
+          ->UseRealTime()
+          ->Arg(8)
+          ->Arg(64)
+          ->Arg(512);
+      if (!kernels::amx_detected()) continue;
+      const bool quantized = gguf::type_info(t)->block_elems > 1;
+      if (quantized || kernels::bf16_prompt_path(t))
+        benchmark::RegisterBenchmark(((quantized ? "matmul_vnni/" : "matmul_bf16/") + name).c_str(), matmul, t, s[0],
+                                     s[1], quantized ? MatmulPath::no_amx : MatmulPath::bf16)
             ->UseRealTime()
             ->Arg(64)
             ->Arg(512);

@@ -59,18 +59,32 @@ void run_single_bench(const BenchOptions& o) {
   c.peak_int8_gops = kernels::measure_peak_int8_gops(pool);
   c.peak_f32_gflops = kernels::measure_peak_f32_gflops(pool);
   c.peak_bf16_gflops = kernels::measure_peak_bf16_gflops(pool);
-  // Prefill against the units it runs on: AMX-BF16 tiles where the prompt
-  // tokens use them (quantized, f16 and bf16 weights, kernels/matmul.h; f16
-  // and bf16 take three and two tile products per product, so at most a
-  // third and a half of that peak); otherwise f32 FMAs for float weights,
-  // vpdpbusd for quantized ones.
-  const bool amx_prefill = c.peak_bf16_gflops > 0 && kernels::bf16_prompt_path(wtype);
-  double& peak = amx_prefill ? c.peak_bf16_gflops : is_float_type(wtype) ? c.peak_f32_gflops : c.peak_int8_gops;
-  const char* peak_name = amx_prefill ? "amx-bf16" : is_float_type(wtype) ? "f32" : "int8";
+  c.peak_amx_int8_gops = kernels::measure_peak_amx_int8_gops(pool);
+  // Prefill against the units it runs on (kernels/matmul.h): with AMX,
+  // AMX-INT8 tiles for quantized weights and AMX-BF16 tiles for f16 and
+  // bf16 ones (three and two tile products per product, so at most a third
+  // and a half of that peak); otherwise vpdpbusd for quantized weights, f32
+  // FMAs for float ones.
+  enum class Peak { int8, f32, amx_int8, amx_bf16 };
+  const Peak unit = is_float_type(wtype)
+                        ? (c.peak_bf16_gflops > 0 && kernels::bf16_prompt_path(wtype) ? Peak::amx_bf16 : Peak::f32)
+                        : (c.peak_amx_int8_gops > 0 ? Peak::amx_int8 : Peak::int8);
+  double& peak = unit == Peak::amx_bf16   ? c.peak_bf16_gflops
+                 : unit == Peak::amx_int8 ? c.peak_amx_int8_gops
+                 : unit == Peak::f32      ? c.peak_f32_gflops
+                                          : c.peak_int8_gops;
+  const char* peak_name = unit == Peak::amx_bf16   ? "amx-bf16"
+                          : unit == Peak::amx_int8 ? "amx-int8"
+                          : unit == Peak::f32      ? "f32"
+                                                   : "int8";
   auto measure_peak = [&] {
-    return amx_prefill            ? kernels::measure_peak_bf16_gflops(pool)
-           : is_float_type(wtype) ? kernels::measure_peak_f32_gflops(pool)
-                                  : kernels::measure_peak_int8_gops(pool);
+    switch (unit) {
+      case Peak::amx_bf16: return kernels::measure_peak_bf16_gflops(pool);
+      case Peak::amx_int8: return kernels::measure_peak_amx_int8_gops(pool);
+      case Peak::f32: return kernels::measure_peak_f32_gflops(pool);
+      case Peak::int8: break;
+    }
+    return kernels::measure_peak_int8_gops(pool);
   };
 
   std::mt19937 rng(1);
@@ -166,12 +180,13 @@ void run_single_bench(const BenchOptions& o) {
         "\"pp_tps\":%.2f,\"pp_tps_min\":%.2f,\"tg_tps\":%.3f,\"tg_tps_min\":%.3f,\"bytes_per_token\":%llu,"
         "\"read_bw_gbs\":%.3f,\"read_bw_min_gbs\":%.3f,\"read_bw_max_gbs\":%.3f,\"roofline_frac\":%.4f,"
         "\"kv_bytes_per_token\":%llu,\"roofline_frac_kv\":%.4f,\"pp_gflops\":%.2f,\"peak_int8_gops\":%.1f,"
-        "\"peak_f32_gflops\":%.1f,\"peak_bf16_gflops\":%.1f,\"pp_peak\":\"%s\",\"pp_compute_frac\":%.4f}\n",
+        "\"peak_f32_gflops\":%.1f,\"peak_bf16_gflops\":%.1f,\"peak_amx_int8_gops\":%.1f,\"pp_peak\":\"%s\","
+        "\"pp_compute_frac\":%.4f}\n",
         model->file().path().c_str(), type_name.c_str(), threads, o.prompt_tokens, o.gen_tokens, o.depth, o.reps,
         pp_med, *std::min_element(pp.begin(), pp.end()), tg_med, *std::min_element(tg.begin(), tg.end()),
         static_cast<unsigned long long>(fp.bytes), bw_med, read_min, read_max, roofline,
         static_cast<unsigned long long>(kv_per_token), roofline_kv, pp_gflops, c.peak_int8_gops,
-        c.peak_f32_gflops, c.peak_bf16_gflops, peak_name, compute_frac);
+        c.peak_f32_gflops, c.peak_bf16_gflops, c.peak_amx_int8_gops, peak_name, compute_frac);
     return;
   }
   const std::string at = o.depth > 0 ? " @ d" + std::to_string(o.depth) : "";

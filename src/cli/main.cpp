@@ -23,7 +23,7 @@ int main(int argc, char** argv) {
     llmserve::kernels::active_isa();
     llmserve::kernels::prefetch_weights();
     llmserve::kernels::prefetch_non_temporal();
-    llmserve::kernels::use_amx_bf16();
+    llmserve::kernels::use_amx();
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);

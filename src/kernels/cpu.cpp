@@ -81,20 +81,21 @@ bool flag_from_env(const char* name, bool unset) {
   throw Error(std::string(name) + "=" + std::string(s) + ": expected 0 or 1");
 }
 
-// AMX-TILE, AMX-BF16 and AVX512-BF16, tile state in XCR0 (XTILECFG and
+// AMX-TILE, AMX-INT8, AMX-BF16 and AVX512-BF16 (every AMX CPU so far has
+// all four), tile state in XCR0 (XTILECFG and
 // XTILEDATA, bits 17-18), and Linux's permission for this process to use
 // the 8 KiB of tile data (ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA).
-bool detect_amx_bf16() {
+bool detect_amx() {
   if (detected_isa() != Isa::avx512) return false;
   const Regs l7 = cpuid(7, 0), l7_1 = cpuid(7, 1);
-  if (!bit(l7.d, 24) || !bit(l7.d, 22) || !bit(l7_1.a, 5)) return false;
+  if (!bit(l7.d, 24) || !bit(l7.d, 25) || !bit(l7.d, 22) || !bit(l7_1.a, 5)) return false;
   if ((xgetbv0() & 0x60000) != 0x60000) return false;
   constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
   return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
 }
 
 std::atomic<bool>& amx() {
-  static std::atomic<bool> on{flag_from_env("LLMSERVE_AMX", true) && amx_bf16_detected()};
+  static std::atomic<bool> on{flag_from_env("LLMSERVE_AMX", true) && amx_detected()};
   return on;
 }
 
@@ -145,13 +146,13 @@ bool prefetch_non_temporal() { return prefetch_nta().load(std::memory_order_rela
 
 void set_prefetch_non_temporal(bool on) { prefetch_nta().store(on, std::memory_order_relaxed); }
 
-bool amx_bf16_detected() {
-  static const bool detected = detect_amx_bf16();
+bool amx_detected() {
+  static const bool detected = detect_amx();
   return detected;
 }
 
-bool use_amx_bf16() { return amx().load(std::memory_order_relaxed) && active_isa() == Isa::avx512; }
+bool use_amx() { return amx().load(std::memory_order_relaxed) && active_isa() == Isa::avx512; }
 
-void set_amx_bf16(bool on) { amx().store(on && amx_bf16_detected(), std::memory_order_relaxed); }
+void set_amx(bool on) { amx().store(on && amx_detected(), std::memory_order_relaxed); }
 
 }  // namespace llmserve::kernels

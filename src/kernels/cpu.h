@@ -64,14 +64,14 @@ void set_prefetch_weights(bool on);
 bool prefetch_non_temporal();
 void set_prefetch_non_temporal(bool on);
 
-// Whether matmuls may run prompt tokens through AMX-BF16 tiles (matmul.h,
-// MatmulJob): the CPU has AMX-TILE, AMX-BF16 and AVX512-BF16, the OS saves
+// Whether matmuls may run tokens through AMX tiles (matmul.h, MatmulJob):
+// the CPU has AMX-TILE, AMX-INT8, AMX-BF16 and AVX512-BF16, the OS saves
 // tile state and granted this process the tile data permission (Linux
 // arch_prctl), and the avx512 level is active. LLMSERVE_AMX=0 in the
 // environment at first use turns it off.
-bool amx_bf16_detected();
-bool use_amx_bf16();
+bool amx_detected();
+bool use_amx();
 // Forces it on (where detected) or off. Like set_isa(): call it between ops.
-void set_amx_bf16(bool on);
+void set_amx(bool on);
 
 }  // namespace llmserve::kernels

@@ -56,15 +56,16 @@ constexpr int64_t kActivationBlockBytes = 256 << 10;
 // bytes. tinyllama F16 prefill against not widening, alternated: 64 tokens
 // 0.89x, 128 tokens 1.05x, 512 tokens 1.16x.
 constexpr int64_t kWidenTokens = 128;
-// The bf16 path's chunks: runs of 8 panels, whose bf16 copy (32 bytes per
-// panel and column, twice that for f16: 1.4 and 2.8 MiB for 8 panels of
-// 5632 columns) is reused by blocks of bf16 tokens of about
+// The AMX paths' chunks: runs of 8 panels, whose unpacked copy (int8: 44
+// bytes per panel and column, 1.9 MiB for 8 panels of 5632 columns; bf16:
+// 32, twice that for f16) is reused by blocks of tokens of about
 // kActivationBlockBytes, a whole number of 2-group tiles. tinyllama pp512
-// on the Intel AMX host (scripts/ab_bench.py, 4 rounds each): 8 panels
-// against 4, Q4_0 x1.046 and x1.022, F16 x1.037 and x1.031, Q8_0 x1.020;
-// 2 panels x0.90 (Q4_0, F16), 16 x0.94-0.96.
-constexpr int64_t kBf16ChunkPanels = 8;
-constexpr int64_t kBf16TileTokens = 32;
+// on the Intel AMX host, when quantized weights took the bf16 tiles too
+// (scripts/ab_bench.py, 4 rounds each): 8 panels against 4, Q4_0 x1.046
+// and x1.022, F16 x1.037 and x1.031, Q8_0 x1.020; 2 panels x0.90 (Q4_0,
+// F16), 16 x0.94-0.96.
+constexpr int64_t kAmxChunkPanels = 8;
+constexpr int64_t kAmxTileTokens = 32;
 
 }  // namespace
 
@@ -213,46 +214,47 @@ MatmulJob::MatmulJob(std::span<const MatmulTarget> targets, const float* x, int6
   nta_ = prefetch_non_temporal();
   cols_ = targets[0].w->cols;
   bool any_quantized = false;
-  Bf16Parts parts = bf16_parts(panel_format(targets[0].w->type));  // the same for all, or none
+  int w_parts = amx::bf16_weight_parts(panel_format(targets[0].w->type));  // the same for all, or none
   for (const MatmulTarget& t : targets) {
     check_shape(*t.w);
     if (t.w->cols != cols_) throw Error("matmul: targets sharing an input must have the same number of columns");
     const PanelFormat format = panel_format(t.w->type);
     any_quantized |= is_quantized(format);
-    if (!(bf16_parts(format) == parts)) parts = {};
+    if (amx::bf16_weight_parts(format) != w_parts) w_parts = 0;
   }
   if (any_quantized) {
     if (acts == nullptr) throw Error("matmul: quantized weights need an activation buffer");
     acts_ = acts;
   }
-  if (n_bf16 > 0 && parts.x > 0 && cols_ % kQBlock == 0 && use_amx_bf16() && kernels_->dequant_bf16) {
+  if (n_bf16 > 0 && w_parts > 0 && cols_ % kQBlock == 0 && use_amx()) {
     if (bf16_acts == nullptr) throw Error("matmul: bf16 tokens need a bf16 activation buffer");
     n_bf16_ = n_bf16;
     bf16_acts_ = bf16_acts;
-    bf16_parts_ = parts;
+    bf16_w_parts_ = w_parts;
   }
-  chunk_panels_ = n_bf16_ > 0 ? kBf16ChunkPanels : chunk_panels(n_tokens);
+  const int64_t n_int8 = n_tokens_ - n_bf16_;
+  int8_tiles_ = any_quantized && n_int8 >= kActGroup && use_amx();
+  chunk_panels_ = n_bf16_ > 0 || int8_tiles_ ? kAmxChunkPanels : chunk_panels(n_tokens);
   for (const MatmulTarget& t : targets) {
     if (t.w->rows == 0) continue;
     targets_[n_targets_++] = {t.w, t.y, n_runs_};
     n_runs_ += (panel_count(t.w->rows) + chunk_panels_ - 1) / chunk_panels_;
   }
   // Tokens per chunk: as many as fit kActivationBlockBytes, whole groups
-  // of activations (matmul.h).
-  const int64_t n_int8 = n_tokens_ - n_bf16_;
+  // of activations (matmul.h), or whole 2-group tiles for the AMX paths.
   const int64_t token_bytes = std::max<int64_t>(acts_ ? cols_ / kQBlock * int64_t{sizeof(Q8Act)} : 0, cols_ * 4);
-  token_block_ = std::max<int64_t>(kActGroup, kActivationBlockBytes / token_bytes / kActGroup * kActGroup);
+  const int64_t token_step = int8_tiles_ ? kAmxTileTokens : kActGroup;
+  token_block_ = std::max(token_step, kActivationBlockBytes / token_bytes / token_step * token_step);
   token_blocks_ = (n_int8 + token_block_ - 1) / token_block_;
-  const int64_t bf16_token_bytes = cols_ * 2 * std::max(bf16_parts_.x, 1);
-  bf16_block_ = std::max(kBf16TileTokens, kActivationBlockBytes / bf16_token_bytes / kBf16TileTokens * kBf16TileTokens);
+  const int64_t bf16_token_bytes = cols_ * 2 * 2;
+  bf16_block_ = std::max(kAmxTileTokens, kActivationBlockBytes / bf16_token_bytes / kAmxTileTokens * kAmxTileTokens);
   bf16_blocks_ = (n_bf16_ + bf16_block_ - 1) / bf16_block_;
 }
 
 void MatmulJob::prepare_row(int64_t t) const {
   const int64_t nb = cols_ / kQBlock, n_int8 = n_tokens_ - n_bf16_;
   if (t < n_bf16_)
-    kernels_->row_to_bf16(x_ + t * cols_, cols_, bf16_acts_ + bf16_act_index(t, 0, nb, bf16_parts_.x),
-                          bf16_parts_.x);
+    amx::row_to_bf16(x_ + t * cols_, cols_, bf16_acts_ + bf16_act_index(t, 0, nb));
   else if (acts_)
     kernels_->quantize(x_ + t * cols_, cols_, acts_ + act_index(t - n_bf16_, 0, n_int8, nb),
                        act_group_width(t - n_bf16_, n_int8));
@@ -304,13 +306,13 @@ void MatmulJob::run_chunk(int64_t c) const {
   const bool quantized = is_quantized(format);
   const int64_t nb = cols_ / kQBlock;
 
-  // Panels packed, widened or dequantized here go to the thread's scratch,
+  // Panels packed, widened or unpacked here go to the thread's scratch,
   // once per run: the run's next chunks, which the thread most often takes
   // next, find them there. `derived` holds the widened f32 panels of a
-  // float run or its bf16 tiles (an f16 or bf16 run can have chunks of
+  // float run or its AMX tiles (an f16 or bf16 run can have chunks of
   // both), keyed apart.
   struct RunScratch {
-    std::pair<uint64_t, int64_t> packed_for{0, -1}, derived_for{0, -1};  // (job, run; 2 run + bf16 for derived)
+    std::pair<uint64_t, int64_t> packed_for{0, -1}, derived_for{0, -1};  // (job, run; 2 run + tiles for derived)
     std::vector<CacheLine> packed, derived;
   };
   thread_local RunScratch own;
@@ -326,22 +328,62 @@ void MatmulJob::run_chunk(int64_t c) const {
     own.packed_for = key;
     panels.base = packed;
   }
-  const std::pair<uint64_t, int64_t> derived_key{serial_, 2 * run + (bf16 ? 1 : 0)};
+  // Quantized runs' whole groups of tokens go through the AMX-INT8 tiles,
+  // the rest (the job's last group, when not whole) through the panel
+  // kernels: the same bits either way (matmul.h).
+  const int64_t tile_tokens = int8_tiles_ && quantized ? (t_end - t_begin) / kActGroup * kActGroup : 0;
+  const bool tiles = bf16 || tile_tokens > 0;
+  const std::pair<uint64_t, int64_t> derived_key{serial_, 2 * run + (tiles ? 1 : 0)};
   const bool fresh = own.derived_for != derived_key;
+  const int last_rows = static_cast<int>(std::min<int64_t>(kPanelRows, w.rows - (p1 - 1) * kPanelRows));
   if (bf16) {
-    const int64_t block_values = bf16_parts_.w * kBf16TileValues;
+    const int64_t block_values = bf16_w_parts_ * kBf16TileValues;
     auto* out = reinterpret_cast<uint16_t*>(scratch(own.derived, panels.n * nb * block_values * 2 / 64)->bytes);
     for (int64_t s = 0; fresh && s < layout.slices.count; ++s)
       for (int64_t i = 0; i < panels.n; ++i)
-        kernels_->dequant_bf16(format, panels.base + panels.offset(s) + i * panels.stride(s),
-                               layout.slices.cols(s, cols_),
-                               out + (i * nb + s * layout.slices.width / kQBlock) * block_values);
+        amx::split_bf16(format, panels.base + panels.offset(s) + i * panels.stride(s), layout.slices.cols(s, cols_),
+                        out + (i * nb + s * layout.slices.width / kQBlock) * block_values);
     own.derived_for = derived_key;
-    amx::bf16_panels({out, panels.n, nb, bf16_acts_ + bf16_act_index(t_begin, 0, nb, bf16_parts_.x), t_end - t_begin,
-                      t->y + t_begin * w.rows + p0 * kPanelRows, w.rows,
-                      static_cast<int>(std::min<int64_t>(kPanelRows, w.rows - (p1 - 1) * kPanelRows)),
-                      bf16_parts_});
+    amx::bf16_panels({out, panels.n, nb, bf16_acts_ + bf16_act_index(t_begin, 0, nb), t_end - t_begin,
+                      t->y + t_begin * w.rows + p0 * kPanelRows, w.rows, last_rows, bf16_w_parts_});
     return;
+  }
+
+  // Tokens [t0, t1) times each column slice: `slice(s)` sets a.panel and
+  // a.panel_stride and runs a kernel.
+  PanelArgs a{};
+  a.n_panels = panels.n;
+  a.x_stride = quantized ? nb : cols_;
+  a.y_stride = w.rows;
+  a.rows = last_rows;
+  auto each_slice = [&](int64_t t0, int64_t t1, auto&& slice) {
+    a.n_tokens = t1 - t0;
+    a.y = t->y + t0 * w.rows + p0 * kPanelRows;
+    for (int64_t s = 0; s < layout.slices.count; ++s) {
+      const int64_t c0 = s * layout.slices.width;
+      a.cols = layout.slices.cols(s, cols_);
+      a.accumulate = s > 0;
+      // t0 starts a group of the int8 tokens (token_block_ is a multiple of
+      // kActGroup), and the groups before it are full.
+      a.x = quantized ? static_cast<const void*>(acts_ + (t0 - n_bf16_) * nb)
+                      : static_cast<const void*>(x_ + t0 * cols_ + c0);
+      a.x_block0 = c0 / kQBlock;
+      slice(s);
+    }
+  };
+  if (tile_tokens > 0) {
+    uint8_t* out = scratch(own.derived, panels.n * nb * amx::kInt8BlockBytes / 64)->bytes;
+    for (int64_t s = 0; fresh && s < layout.slices.count; ++s)
+      for (int64_t i = 0; i < panels.n; ++i)
+        amx::unpack_int8(format, panels.base + panels.offset(s) + i * panels.stride(s), layout.slices.cols(s, cols_),
+                         out + (i * nb + s * layout.slices.width / kQBlock) * amx::kInt8BlockBytes);
+    own.derived_for = derived_key;
+    each_slice(t_begin, t_begin + tile_tokens, [&](int64_t s) {
+      a.panel = out + s * layout.slices.width / kQBlock * amx::kInt8BlockBytes;
+      a.panel_stride = nb * amx::kInt8BlockBytes;
+      amx::int8_panels(format, a);
+    });
+    if (tile_tokens == t_end - t_begin) return;
   }
   // Many tokens over f16 / bf16 weights: widened to f32 once per run, for
   // the f32 kernel to reuse across all the tokens (see kWidenTokens).
@@ -360,26 +402,11 @@ void MatmulJob::run_chunk(int64_t c) const {
   // Widened panels are in L2 already: no prefetching them.
   const bool widened = panels.layout.format != format;
   const PanelKernel kernel = kernels_->panel[prefetch_ && !widened][nta_][static_cast<int>(panels.layout.format)];
-  PanelArgs a{};
-  a.n_panels = panels.n;
-  a.x_stride = quantized ? nb : cols_;
-  a.y_stride = w.rows;
-  a.rows = static_cast<int>(std::min<int64_t>(kPanelRows, w.rows - (p1 - 1) * kPanelRows));
-  a.n_tokens = t_end - t_begin;
-  a.y = t->y + t_begin * w.rows + p0 * kPanelRows;
-  for (int64_t s = 0; s < layout.slices.count; ++s) {
-    const int64_t c0 = s * layout.slices.width;
-    a.cols = layout.slices.cols(s, cols_);
-    a.accumulate = s > 0;
-    // t_begin starts a group of the int8 tokens (token_block_ is a multiple
-    // of kActGroup), and the groups before it are full.
-    a.x = quantized ? static_cast<const void*>(acts_ + (t_begin - n_bf16_) * nb)
-                    : static_cast<const void*>(x_ + t_begin * cols_ + c0);
-    a.x_block0 = c0 / kQBlock;
+  each_slice(t_begin + tile_tokens, t_end, [&](int64_t s) {
     a.panel = panels.base + panels.offset(s);
     a.panel_stride = panels.stride(s);
     kernel(a);
-  }
+  });
 }
 
 void matmul(std::span<const MatmulTarget> targets, const float* x, int64_t n_tokens, ThreadPool& pool,
@@ -401,7 +428,7 @@ void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, ThreadP
   matmul(std::span<const MatmulTarget>(&target, 1), x, n_tokens, pool, n_bf16);
 }
 
-bool bf16_prompt_path(gguf::TensorType type) { return bf16_parts(panel_format(type)).x > 0; }
+bool bf16_prompt_path(gguf::TensorType type) { return amx::bf16_weight_parts(panel_format(type)) > 0; }
 
 void matmul_reference(const Matrix& w, const float* x, int64_t n_tokens, float* y) {
   check_shape(w);

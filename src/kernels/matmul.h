@@ -132,33 +132,25 @@ inline int64_t act_index(int64_t t, int64_t b, int64_t n, int64_t nb) {
   return t / kActGroup * kActGroup * nb + b * act_group_width(t, n) + t % kActGroup;
 }
 
-// Prompt tokens on CPUs with AMX-BF16 (cpu.h: use_amx_bf16()): a job's
-// first n_bf16 tokens (MatmulJob) may go through AMX tiles instead, their
-// activations rounded to bf16 and each chunk's quantized panels
-// dequantized to bf16 once, the sums in f32. A 16x16 tile product does the
-// work of 128 vpdpbusd, and the per-block scales are applied once per
-// weight instead of once per block and token. The error is of the int8
-// path's size: both bf16 roundings are 2^-9 relative, within the bound
-// above. A token's result still depends only on the token and on which
-// path it took, never on the others in its batch; callers keep that path
-// a property of the token (the model runner: prompt tokens bf16, generated
-// tokens int8), so batched and alone give the same bits.
-// f16 and bf16 weights take the same tiles, their activations in two bf16
-// parts (high and low), f16 weights too (panel.h: bf16_parts): three
-// products where one would do for f16, two for bf16, about 16 bits kept,
-// the f32 path's accuracy.
+// On CPUs with AMX (cpu.h: use_amx()) two more paths take some tokens:
+//  - Quantized weights: every whole group of kActGroup tokens (prefill,
+//    batched decode) goes through AMX-INT8 tiles, which make the integer
+//    sums the VNNI kernels make, and then takes their float steps: the
+//    same bits, so nothing else changes.
+//  - f16 and bf16 weights: a job's first n_bf16 tokens (MatmulJob) may go
+//    through AMX-BF16 tiles, their activations in two bf16 parts (high and
+//    low), f16 weights in two parts too (panel.h: amx::bf16_weight_parts):
+//    about 16 bits kept, the f32 path's accuracy, but not its bits. A
+//    token's result still depends only on the token and on which path it
+//    took, never on the others in its batch; callers keep that path a
+//    property of the token (the model runner: prompt tokens bf16,
+//    generated tokens f32), so batched and alone give the same bits.
 // bf16 activations: 16 tokens x 32 values per tile, token t's block b at
-// bf16_acts[bf16_act_index(t, b, nb, parts)..+32] (a second part
-// kBf16TileValues after); buffers hold whole groups in two parts.
+// bf16_acts[bf16_act_index(t, b, nb)..+32], its low part kBf16TileValues
+// after; buffers hold whole groups.
 constexpr int64_t kBf16TileValues = 16 * kQBlock;
-// In how many bf16 parts a job's activations (x) and weights (w) go
-// (panel.h: bf16_parts).
-struct Bf16Parts {
-  int x = 0, w = 0;
-  bool operator==(const Bf16Parts&) const = default;
-};
-inline int64_t bf16_act_index(int64_t t, int64_t b, int64_t nb, int parts) {
-  return (t / 16 * nb + b) * parts * kBf16TileValues + t % 16 * kQBlock;
+inline int64_t bf16_act_index(int64_t t, int64_t b, int64_t nb) {
+  return (t / 16 * nb + b) * 2 * kBf16TileValues + t % 16 * kQBlock;
 }
 inline int64_t bf16_acts_values(int64_t n_tokens, int64_t cols) { return (n_tokens + 15) / 16 * 16 * cols * 2; }
 
@@ -179,10 +171,10 @@ class MatmulJob {
   // acts (acts_blocks() blocks) stay the caller's; nothing is copied or
   // allocated.
   // Tokens [0, n_bf16) go through AMX-BF16 tiles (see kBf16TileValues)
-  // where use_amx_bf16() and the targets are all quantized, all f16 or all
-  // bf16 (of a multiple of 32 columns); bf16_acts then holds
-  // bf16_acts_values(n_bf16, cols) values, 64-byte aligned. Elsewhere they
-  // take the path the other tokens take.
+  // where use_amx() and the targets are all f16 or all bf16 (of a multiple
+  // of 32 columns); bf16_acts then holds bf16_acts_values(n_bf16, cols)
+  // values, 64-byte aligned. Elsewhere they take the path the other tokens
+  // take.
   MatmulJob(std::span<const MatmulTarget> targets, const float* x, int64_t n_tokens, Q8Act* acts,
             int64_t n_bf16 = 0, uint16_t* bf16_acts = nullptr);
   MatmulJob(std::initializer_list<MatmulTarget> targets, const float* x, int64_t n_tokens, Q8Act* acts,
@@ -214,7 +206,8 @@ class MatmulJob {
   // blocks of bf16_block_, then the others in blocks of token_block_.
   int64_t n_runs_ = 0, chunk_panels_ = 0, token_block_ = 0, token_blocks_ = 0, cols_ = 0, n_tokens_ = 0;
   int64_t n_bf16_ = 0, bf16_block_ = 0, bf16_blocks_ = 0;
-  Bf16Parts bf16_parts_;  // panel.h: bf16_parts
+  int bf16_w_parts_ = 0;    // panel.h: amx::bf16_weight_parts
+  bool int8_tiles_ = false;  // quantized targets' whole groups take the AMX-INT8 tiles
   const float* x_ = nullptr;
   Q8Act* acts_ = nullptr;  // null: no target is quantized. The int8 tokens', from token n_bf16_ on
   uint16_t* bf16_acts_ = nullptr;
@@ -225,8 +218,7 @@ class MatmulJob {
 };
 
 // Whether prompt tokens over weights of `type` take the AMX-BF16 tiles
-// where use_amx_bf16() (quantized, f16 and bf16 weights, of a multiple of
-// 32 columns).
+// where use_amx() (f16 and bf16 weights, of a multiple of 32 columns).
 bool bf16_prompt_path(gguf::TensorType type);
 
 // The oracle: dequantize each row of `data` to f32, accumulate in double.

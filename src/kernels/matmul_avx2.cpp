@@ -509,6 +509,6 @@ constexpr PanelKernels kPanels = {each_panel<panel_quant<Q8_0>>, each_panel<pane
                                   each_panel<panel_quant<Q4_K>>, each_panel<panel_quant<Q6_K>>,
                                   each_panel<panel_float<F32>>,  each_panel<panel_float<F16>>,
                                   each_panel<panel_float<BF16>>};
-const MatmulKernels kMatmulKernels = {quantize, nullptr, {{kPanels, kPanels}, {kPanels, kPanels}}, nullptr, nullptr};
+const MatmulKernels kMatmulKernels = {quantize, nullptr, {{kPanels, kPanels}, {kPanels, kPanels}}};
 
 }  // namespace llmserve::kernels::avx2

@@ -22,12 +22,11 @@
 #include <utility>
 
 #include "kernels/panel.h"
+#include "kernels/formats_avx512.h"
 
 namespace llmserve::kernels::avx512 {
 
 namespace {
-
-__m512 load_f16x16(const uint8_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
 
 // acc + u . (4 signed bytes at s, broadcast to every lane): vpdpbusd with a
 // {1to16} memory operand, which GCC 12 does not fold _mm512_set1_epi32 of a
@@ -67,15 +66,6 @@ template <int64_t kBytes, bool kNta>
     _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBytes + l), kNta ? _MM_HINT_NTA : _MM_HINT_T1);
 }
 
-// Token t's 16 row results of panel i of the run: written, or added to y
-// (PanelArgs::accumulate).
-void store(const PanelArgs& a, int64_t t, __m512 v, int64_t i = 0) {
-  const __mmask16 mask = static_cast<__mmask16>((1u << panel_rows(a, i)) - 1);
-  float* y = a.y + t * a.y_stride + i * kPanelRows;
-  if (a.accumulate) v = _mm512_add_ps(_mm512_maskz_loadu_ps(mask, y), v);
-  _mm512_mask_storeu_ps(y, mask, v);
-}
-
 void quantize(const float* x, int64_t cols, Q8Act* out, int64_t out_stride) {
   const __m512 sign = _mm512_set1_ps(-0.0f);
   for (int64_t b = 0; b < cols / kQBlock; ++b, x += kQBlock) {
@@ -101,124 +91,6 @@ void quantize(const float* x, int64_t cols, Q8Act* out, int64_t out_stride) {
   }
 }
 
-// One block of a panel, unpacked: w[r][4j+i] = s * code - m, with code byte
-// r*4+i of g[j]. Formats with one scale per block use s_lo / m_lo only,
-// Q6_K s_lo / s_hi (its offsets fold into the dot products).
-struct Block {
-  __m512i g[8];
-  __m512 s_lo, s_hi, m_lo;
-};
-
-// Q4_0's nibbles without shifting the high ones down: g[j + 4] holds 16
-// times the codes, so their sums, with Q8_0's offset of -128 per code
-// (16 n - 128 = 16 (n - 8)), are 16 times what they stand for; the kernel
-// shifts them down once per block instead of every vector once.
-void nibbles_hi16(const uint8_t* p, __m512i* g) {
-  const __m512i low4 = _mm512_set1_epi8(0x0f), high4 = _mm512_set1_epi8(static_cast<char>(0xf0));
-  for (int j = 0; j < 4; ++j) {
-    __m512i v = _mm512_load_si512(p + 64 * j);
-    asm("" : "+v"(v));  // one load: GCC otherwise folds it into both ANDs (q4_0 decode -12%)
-    g[j] = _mm512_and_si512(v, low4);
-    g[j + 4] = _mm512_and_si512(v, high4);
-  }
-}
-
-void unpack_nibbles(const uint8_t* p, __m512i* g) {
-  const __m512i low4 = _mm512_set1_epi8(15);
-  for (int j = 0; j < 4; ++j) {
-    const __m512i v = _mm512_load_si512(p + 64 * j);
-    g[j] = _mm512_and_si512(v, low4);
-    g[j + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
-  }
-}
-
-// kFoldedOffset: w = S * (code - M / S), the integer offset -M / S per code
-// folded into the dot products (see accumulate_block); m_lo is then unused.
-// load<T> unpacks a block for tiles of T tokens (only Q4_0 differs by T).
-struct Q8_0 {
-  static constexpr const QuantLayout& kLayout = kQ8_0Layout;
-  static constexpr bool kTwoScales = false, kFoldedOffset = true, kAlwaysPrefetch = false;
-  static constexpr int kTileTokens = 16;
-  static constexpr int kHighShift = 0;
-  static constexpr float kCodeZero = 128;  // w = S * (code - kCodeZero)
-  static int32_t offset(const Q8Act& x) { return x.neg128_sum; }
-  template <int T>
-  static void load(const uint8_t* panel, int64_t b, Block& k) {
-    for (int j = 0; j < 8; ++j) k.g[j] = _mm512_load_si512(panel + kLayout.codes(b) + 64 * j);
-    k.s_lo = load_f16x16(panel + kLayout.meta(b));
-  }
-};
-
-// Decode (T = 1) keeps the high nibbles 16 times over (nibbles_hi16) and
-// shifts its sum down once per block; several tokens share one shift per
-// vector instead (unpack_nibbles), so each token's sum needs none. Twice
-// Q8_0's instructions per byte leave the core half the lookahead into the
-// stream, so it prefetches on every CPU (see prefetch).
-struct Q4_0 {
-  static constexpr const QuantLayout& kLayout = kQ4_0Layout;
-  static constexpr bool kTwoScales = false, kFoldedOffset = true, kAlwaysPrefetch = true;
-  static constexpr int kTileTokens = 16;
-  static constexpr int kHighShift = 4;
-  static constexpr float kCodeZero = 8;
-  static int32_t offset(const Q8Act& x) { return x.neg8_sum; }
-  template <int T>
-  static void load(const uint8_t* panel, int64_t b, Block& k) {
-    if constexpr (T == 1) nibbles_hi16(panel + kLayout.codes(b), k.g);
-    else unpack_nibbles(panel + kLayout.codes(b), k.g);
-    k.s_lo = load_f16x16(panel + kLayout.meta(b));
-  }
-};
-
-__m512 u8x16_to_ps(const uint8_t* p) {
-  return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
-}
-__m512 i8x16_to_ps(const uint8_t* p) {
-  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
-}
-
-struct Q4_K {
-  static constexpr const QuantLayout& kLayout = kQ4_KLayout;
-  static constexpr bool kTwoScales = false, kFoldedOffset = false, kAlwaysPrefetch = true;
-  static constexpr int kTileTokens = 16;
-  template <int T>
-  static void load(const uint8_t* panel, int64_t b, Block& k) {
-    const int64_t c = b % 8;
-    unpack_nibbles(panel + kLayout.codes(b), k.g);
-    const uint8_t* meta = panel + kLayout.meta(b);
-    k.s_lo = _mm512_mul_ps(load_f16x16(meta), u8x16_to_ps(meta + kQ4_KSc + c * 16));
-    k.m_lo = _mm512_mul_ps(load_f16x16(meta + kQ4_KDmin), u8x16_to_ps(meta + kQ4_KM + c * 16));
-  }
-};
-
-// Two scales per block, one per 16-column half (groups 0-3 and 4-7), each
-// half's offset of -32 per code folded into that half's chain.
-struct Q6_K {
-  static constexpr const QuantLayout& kLayout = kQ6_KLayout;
-  static constexpr bool kTwoScales = true, kFoldedOffset = true, kAlwaysPrefetch = true;
-  static constexpr int kTileTokens = 8;  // two chains per token
-  static constexpr float kCodeZero = 32;
-  static int32_t offset_lo(const Q8Act& x) { return x.neg32_sum_lo; }
-  static int32_t offset_hi(const Q8Act& x) { return x.neg32_sum_hi; }
-  template <int T>
-  static void load(const uint8_t* panel, int64_t b, Block& k) {
-    const int64_t c = b % 8;
-    const uint8_t* codes = panel + kLayout.codes(b);
-    unpack_nibbles(codes, k.g);
-    // Group 4h+i's top bits are bits 2i..2i+1 of vector h: move them to bits
-    // 4..5 (16-bit shifts; the 0x30 mask drops what crossed a byte) and OR.
-    const __m512i top = _mm512_set1_epi8(0x30);
-    for (int h = 0; h < 2; ++h) {
-      const __m512i v = _mm512_load_si512(codes + 256 + 64 * h);
-      const __m512i shifted[4] = {_mm512_slli_epi16(v, 4), _mm512_slli_epi16(v, 2), v, _mm512_srli_epi16(v, 2)};
-      for (int i = 0; i < 4; ++i) k.g[4 * h + i] = _mm512_ternarylogic_epi32(k.g[4 * h + i], shifted[i], top, 0xf8);
-    }
-    const uint8_t* meta = panel + kLayout.meta(b);
-    const __m512 d = load_f16x16(meta);
-    k.s_lo = _mm512_mul_ps(d, i8x16_to_ps(meta + kQ6_KSc + (2 * c) * 16));
-    k.s_hi = _mm512_mul_ps(d, i8x16_to_ps(meta + kQ6_KSc + (2 * c + 1) * 16));
-  }
-};
-
 // One block's integer products with one token's activations, as two
 // chains that hide each other's latency: groups 0-3 added to lo, 4-7 to hi.
 // Decode's form; several tokens interleave their chains instead
@@ -237,22 +109,6 @@ __m512i folded_sum_one(const Block& k, const Q8Act* x) {
   __m512i lo = _mm512_setzero_si512(), hi = _mm512_set1_epi32(x->neg128_sum);
   dot_chains(k, x, lo, hi);
   return _mm512_add_epi32(lo, _mm512_srai_epi32(hi, Format::kHighShift));
-}
-
-// One-scale formats' float steps for one block and token, from its int32
-// sum: the same for decode and for tokens in a batch, which with exact
-// integer sums is what keeps a token's result independent of its batch.
-template <class Format>
-void add_scaled(__m512i sum, const Block& k, const Q8Act& x, __m512& acc, __m512& off) {
-  acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(k.s_lo, _mm512_set1_ps(x.d)), acc);
-  if constexpr (!Format::kFoldedOffset) off = _mm512_fmadd_ps(k.m_lo, _mm512_set1_ps(x.dsum), off);
-}
-
-// Q6_K's float steps for one block and token from its two halves' sums,
-// likewise the same for decode and for tokens in a batch.
-void add_scaled_halves(__m512i lo, __m512i hi, const Block& k, const Q8Act& x, __m512& acc) {
-  const __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi), k.s_hi, _mm512_mul_ps(_mm512_cvtepi32_ps(lo), k.s_lo));
-  acc = _mm512_fmadd_ps(f, _mm512_set1_ps(x.d), acc);
 }
 
 // Adds one block's products with one token's activations x to acc and off.
@@ -371,24 +227,6 @@ void panel_quant(const PanelArgs& a) {
   panel_quant_impl<Format, kPrefetch, kNta>(a, std::make_integer_sequence<int, Format::kTileTokens>());
 }
 
-struct F32 {
-  static constexpr int64_t kColumnBytes = 64;
-  static __m512 load(const uint8_t* p, int64_t c) { return _mm512_load_ps(reinterpret_cast<const float*>(p + c * 64)); }
-};
-struct F16 {
-  static constexpr int64_t kColumnBytes = 32;
-  static __m512 load(const uint8_t* p, int64_t c) {
-    return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p + c * 32)));
-  }
-};
-struct BF16 {
-  static constexpr int64_t kColumnBytes = 32;
-  static __m512 load(const uint8_t* p, int64_t c) {
-    const __m512i h = _mm512_cvtepu16_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(p + c * 32)));
-    return _mm512_castsi512_ps(_mm512_slli_epi32(h, 16));
-  }
-};
-
 // Panels [p0, p0 + P) of the run x T tokens starting at t0, all in
 // registers: each broadcast activation feeds the P panels' FMAs, which
 // halves the loads per FMA (two panels of six tokens: the f32 kernel 1.3x
@@ -469,111 +307,6 @@ void widen(PanelFormat from, const uint8_t* panel, int64_t cols, float* out) {
   else widen_panel<BF16>(panel, cols, out);
 }
 
-// The AMX-BF16 path's conversions (panel.h: MatmulKernels), compiled for
-// AVX512-BF16 on top of this file's flags and run only where the CPU has it.
-// vcvtne2ps2bf16 rounds to nearest even.
-[[gnu::target("avx512bf16")]] __m512i to_bf16(__m512 lo, __m512 hi) {
-  return reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo));  // lo's 16 values, then hi's
-}
-
-// w rounded to bf16 (nearest even), as floats: w minus it is exact in f32.
-[[gnu::target("avx512bf16")]] __m512 round_to_bf16(__m512 w) {
-  const __m256i bits = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(w));
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16));
-}
-
-[[gnu::target("avx512bf16")]] void row_to_bf16(const float* x, int64_t cols, uint16_t* out, int parts) {
-  for (int64_t b = 0; b < cols / kQBlock; ++b, x += kQBlock, out += parts * kBf16TileValues) {
-    const __m512 lo = _mm512_loadu_ps(x), hi = _mm512_loadu_ps(x + 16);
-    if (parts == 1) {
-      _mm512_store_si512(out, to_bf16(lo, hi));
-      continue;
-    }
-    const __m512 lo_high = round_to_bf16(lo), hi_high = round_to_bf16(hi);
-    _mm512_store_si512(out, to_bf16(lo_high, hi_high));
-    _mm512_store_si512(out + kBf16TileValues, to_bf16(_mm512_sub_ps(lo, lo_high), _mm512_sub_ps(hi, hi_high)));
-  }
-}
-
-// B tile rows 2j and 2j + 1 (32 values each) from four vectors of 16 rows'
-// values, w[i] holding column 4j + i: pairs of columns interleaved row by
-// row (panel.h: Bf16Panels).
-[[gnu::target("avx512bf16")]] void store_pairs(const __m512 (&w)[4], uint16_t* rows) {
-  alignas(64) static constexpr auto kPairs = [] {
-    std::array<uint16_t, 32> idx{};  // word 2r <- column a's row r, 2r + 1 <- column b's
-    for (int i = 0; i < 32; ++i) idx[i] = static_cast<uint16_t>(i % 2 * 16 + i / 2);
-    return idx;
-  }();
-  const __m512i pairs = _mm512_load_si512(kPairs.data());
-  for (int h = 0; h < 2; ++h)
-    _mm512_store_si512(rows + h * 32, _mm512_permutexvar_epi16(pairs, to_bf16(w[2 * h], w[2 * h + 1])));
-}
-
-// Block b's codes as load<> unpacks them for several tokens, each weight
-// S * code - M in f32 (exact for the folded formats: M = S * kCodeZero),
-// then rounded to bf16 in the B tile's pairs: code vector j holds columns
-// 4j..4j+3 of the 16 rows, so it gives tile rows 2j and 2j + 1.
-template <class Format>
-[[gnu::target("avx512bf16")]] void dequant_bf16_format(const uint8_t* panel, int64_t cols, uint16_t* out) {
-  const __m512i byte = _mm512_set1_epi32(0xff);
-  for (int64_t b = 0; b < cols / kQBlock; ++b, out += kBf16TileValues) {
-    Block k;
-    Format::template load<kActGroup>(panel, b, k);
-    for (int j = 0; j < 8; ++j) {
-      const __m512 s = Format::kTwoScales && j >= 4 ? k.s_hi : k.s_lo;
-      __m512 m;
-      if constexpr (Format::kFoldedOffset) m = _mm512_mul_ps(s, _mm512_set1_ps(Format::kCodeZero));
-      else m = k.m_lo;
-      __m512 w[4];
-      for (int i = 0; i < 4; ++i) {
-        const __m512i code = _mm512_and_si512(_mm512_srli_epi32(k.g[j], 8 * i), byte);
-        w[i] = _mm512_fmsub_ps(_mm512_cvtepi32_ps(code), s, m);
-      }
-      store_pairs(w, out + 2 * j * 32);
-    }
-  }
-}
-
-// An f16 panel's block b (columns [32 b, 32 b + 32) of [cols][16] values)
-// as two B tiles, each weight's bf16 rounding and the rest, which sum to
-// it exactly (an f16 value has 11 significant bits).
-[[gnu::target("avx512bf16")]] void split_f16(const uint8_t* panel, int64_t cols, uint16_t* out) {
-  for (int64_t b = 0; b < cols / kQBlock; ++b, out += 2 * kBf16TileValues)
-    for (int j = 0; j < 8; ++j) {
-      __m512 high[4], rest[4];
-      for (int i = 0; i < 4; ++i) {
-        const __m512 w = F16::load(panel, b * kQBlock + 4 * j + i);
-        high[i] = round_to_bf16(w);
-        rest[i] = _mm512_sub_ps(w, high[i]);
-      }
-      store_pairs(high, out + 2 * j * 32);
-      store_pairs(rest, out + kBf16TileValues + 2 * j * 32);
-    }
-}
-
-// A bf16 panel's block b as one B tile, the values as they are.
-[[gnu::target("avx512bf16")]] void bf16_tile(const uint8_t* panel, int64_t cols, uint16_t* out) {
-  for (int64_t b = 0; b < cols / kQBlock; ++b, out += kBf16TileValues)
-    for (int j = 0; j < 8; ++j) {
-      __m512 w[4];
-      for (int i = 0; i < 4; ++i) w[i] = BF16::load(panel, b * kQBlock + 4 * j + i);
-      store_pairs(w, out + 2 * j * 32);
-    }
-}
-
-[[gnu::target("avx512bf16")]] void dequant_bf16(PanelFormat format, const uint8_t* panel, int64_t cols,
-                                                 uint16_t* out) {
-  switch (format) {
-    case PanelFormat::q8_0: return dequant_bf16_format<Q8_0>(panel, cols, out);
-    case PanelFormat::q4_0: return dequant_bf16_format<Q4_0>(panel, cols, out);
-    case PanelFormat::q4_k: return dequant_bf16_format<Q4_K>(panel, cols, out);
-    case PanelFormat::q6_k: return dequant_bf16_format<Q6_K>(panel, cols, out);
-    case PanelFormat::f16: return split_f16(panel, cols, out);
-    case PanelFormat::bf16: return bf16_tile(panel, cols, out);
-    default: break;  // bf16_parts() has none for the other formats
-  }
-}
-
 template <bool kPrefetch, bool kNta>
 constexpr PanelKernels kPanels = {
     each_panel<panel_quant<Q8_0, kPrefetch, kNta>>, each_panel<panel_quant<Q4_0, kPrefetch, kNta>>,
@@ -586,8 +319,6 @@ constexpr PanelKernels kPanels = {
 const MatmulKernels kMatmulKernels = {
     quantize,
     widen,
-    {{kPanels<false, false>, kPanels<false, true>}, {kPanels<true, false>, kPanels<true, true>}},
-    row_to_bf16,
-    dequant_bf16};
+    {{kPanels<false, false>, kPanels<false, true>}, {kPanels<true, false>, kPanels<true, true>}}};
 
 }  // namespace llmserve::kernels::avx512

@@ -177,6 +177,6 @@ constexpr PanelKernels kPanels = {
     each_panel<panel_quant<decode_q8_0>>,    each_panel<panel_quant<decode_q4_0>>, each_panel<panel_quant<decode_q4_k>>,
     each_panel<panel_quant<decode_q6_k>>,    each_panel<panel_float<load_f32, 4>>, each_panel<panel_float<load_f16, 2>>,
     each_panel<panel_float<load_bf16, 2>>};
-const MatmulKernels kMatmulKernels = {quantize, nullptr, {{kPanels, kPanels}, {kPanels, kPanels}}, nullptr, nullptr};
+const MatmulKernels kMatmulKernels = {quantize, nullptr, {{kPanels, kPanels}, {kPanels, kPanels}}};
 
 }  // namespace llmserve::kernels::scalar

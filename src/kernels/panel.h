@@ -201,39 +201,46 @@ struct MatmulKernels {
   // whether that prefetch is non-temporal (prefetch_non_temporal()). Same
   // results every way.
   PanelKernels panel[2][2];
-  // The AMX-BF16 path (null where the ISA has none; run only where
-  // use_amx_bf16()): one token's row of `cols` floats in bf16, block b's 32
-  // values at out + b * parts * kBf16TileValues (parts 2: their bf16
-  // rounding there, the bf16 of the rest kBf16TileValues after); and one
-  // panel slice of `cols` columns as B tiles, block b's
-  // bf16_parts(format).w tiles at out + b * bf16_parts(format).w *
-  // kBf16TileValues (Bf16Panels).
-  void (*row_to_bf16)(const float* x, int64_t cols, uint16_t* out, int parts);
-  void (*dequant_bf16)(PanelFormat format, const uint8_t* panel, int64_t cols, uint16_t* out);
 };
 
-// The formats the AMX-BF16 path takes, and in how many bf16 parts each
-// activation (x) and weight (w) goes (0: none; f32 weights keep the f32
-// path). Quantized weights: one each, rounded (matmul.h). f16 and bf16
-// weights: activations in two parts, high and low, so the products keep
-// about 16 bits where one rounding would keep 8, and a prompt token's
-// matmul stays as close to f32 as the f32 path's; f16 weights in two parts
-// too, which hold an f16 value exactly, bf16 weights as they are.
-inline Bf16Parts bf16_parts(PanelFormat f) {
-  if (is_quantized(f)) return {1, 1};
-  if (f == PanelFormat::f16) return {2, 2};
-  if (f == PanelFormat::bf16) return {2, 1};
-  return {};
-}
+// The AMX paths (matmul.h; all of it in matmul_amx.cpp, run only where
+// use_amx()).
+namespace amx {
 
-// A run of panels in bf16 times a block of bf16 tokens, for the AMX tile
-// kernel. Block b of panel i is parts.w B tiles at
-// w + ((i * nb + b) * parts.w + part) * kBf16TileValues: row k (0..15) holds,
-// for each of the 16 weight rows r, the pair (w[r][32 b + 2k],
-// w[r][32 b + 2k + 1]). The tokens' activations are A tiles as matmul.h
-// lays them out (bf16_act_index), in parts.x parts. y[t * y_stride + 16 i +
-// r] = the f32 sum over all columns, in column order, the same for a token
-// whatever tokens share its tile (each tile row is a sum of its own).
+// AMX-INT8, quantized weights: a chunk's panels unpacked once (unpack_int8)
+// into records of kInt8BlockBytes per panel and block, panel i's block b at
+// i * nb + b: the 16 rows' codes as 8 B tile rows of 64 bytes (panel.h's
+// code vectors, which are what vpdpbusd and tdpbsud both take), then the
+// block's scales in f32, as the VNNI kernels make them.
+constexpr int64_t kInt8BlockBytes = 11 * 64;
+void unpack_int8(PanelFormat format, const uint8_t* panel, int64_t cols, uint8_t* out);
+// A run of unpacked panels (args.panel, panel_stride nb * kInt8BlockBytes)
+// times args.n_tokens tokens, a multiple of 16 (whole groups of the
+// activations, matmul.h): the VNNI kernels' results, bit for bit.
+void int8_panels(PanelFormat format, const PanelArgs& args);
+
+// AMX-BF16, f16 and bf16 weights: in how many bf16 parts a weight goes
+// (0: the format does not take this path; f32 weights keep the f32 path).
+// Activations always go in two, high and low, so the products keep about
+// 16 bits where one rounding would keep 8 and a prompt token's matmul stays
+// as close to f32 as the f32 path's. f16 weights go in two parts too, which
+// hold an f16 value exactly; bf16 weights as they are.
+inline int bf16_weight_parts(PanelFormat f) { return f == PanelFormat::f16 ? 2 : f == PanelFormat::bf16 ? 1 : 0; }
+// One token's row of `cols` floats as A tile rows, block b's 32 values at
+// out + 2 b kBf16TileValues: their bf16 rounding, then kBf16TileValues
+// after it the bf16 of the rest.
+void row_to_bf16(const float* x, int64_t cols, uint16_t* out);
+// One f16 or bf16 panel slice of `cols` columns as B tiles, block b's
+// bf16_weight_parts(format) tiles at out + b * parts * kBf16TileValues.
+void split_bf16(PanelFormat format, const uint8_t* panel, int64_t cols, uint16_t* out);
+
+// A run of panels in bf16 times a block of bf16 tokens. Block b of panel i
+// is w_parts B tiles at w + ((i * nb + b) * w_parts + part) *
+// kBf16TileValues: row k (0..15) holds, for each of the 16 weight rows r,
+// the pair (w[r][32 b + 2k], w[r][32 b + 2k + 1]). The tokens' activations
+// are A tiles as matmul.h lays them out (bf16_act_index). y[t * y_stride +
+// 16 i + r] = the f32 sum over all columns, in column order, the same for a
+// token whatever tokens share its tile (each tile row is a sum of its own).
 struct Bf16Panels {
   const uint16_t* w;
   int64_t n_panels, nb;
@@ -242,13 +249,17 @@ struct Bf16Panels {
   float* y;
   int64_t y_stride;
   int rows;           // valid rows of the last panel
-  Bf16Parts parts;
+  int w_parts;
 };
-namespace amx {
 void bf16_panels(const Bf16Panels& a);
-// Register-only: `iters` x 4 tdpbf16ps on tiles of zeros (roofline.h).
-uint64_t peak_loop(int64_t iters);
-constexpr double kPeakFlopsPerIter = 4.0 * 16 * 16 * 32 * 2;
+
+// Register-only: `iters` x 4 tile products on tiles of zeros (roofline.h),
+// tdpbf16ps and tdpbssd.
+uint64_t bf16_peak_loop(int64_t iters);
+uint64_t int8_peak_loop(int64_t iters);
+constexpr double kBf16PeakFlopsPerIter = 4.0 * 16 * 16 * 32 * 2;
+constexpr double kInt8PeakOpsPerIter = 4.0 * 16 * 16 * 64 * 2;
+
 }  // namespace amx
 
 namespace scalar { extern const MatmulKernels kMatmulKernels; }

@@ -109,10 +109,17 @@ double measure_peak_f32_gflops(ThreadPool& pool) {
 }
 
 double measure_peak_bf16_gflops(ThreadPool& pool) {
-  if (!use_amx_bf16()) return 0;
+  if (!use_amx()) return 0;
   const int64_t iters = kComputeIters / 64;
-  const double s = best_seconds(pool, 3, [&](int, int) { return amx::peak_loop(iters); });
-  return static_cast<double>(iters) * amx::kPeakFlopsPerIter * pool.size() / s / 1e9;
+  const double s = best_seconds(pool, 3, [&](int, int) { return amx::bf16_peak_loop(iters); });
+  return static_cast<double>(iters) * amx::kBf16PeakFlopsPerIter * pool.size() / s / 1e9;
+}
+
+double measure_peak_amx_int8_gops(ThreadPool& pool) {
+  if (!use_amx()) return 0;
+  const int64_t iters = kComputeIters / 128;
+  const double s = best_seconds(pool, 3, [&](int, int) { return amx::int8_peak_loop(iters); });
+  return static_cast<double>(iters) * amx::kInt8PeakOpsPerIter * pool.size() / s / 1e9;
 }
 
 }  // namespace llmserve::kernels

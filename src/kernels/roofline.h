@@ -61,8 +61,14 @@ double measure_peak_int8_gops(ThreadPool& pool);
 // Register-only FMA loops: 1e9 f32 ops/s (an FMA counts as 2).
 double measure_peak_f32_gflops(ThreadPool& pool);
 
-// Register-only tdpbf16ps loops, the prompt tokens' AMX-BF16 path (cpu.h):
-// 1e9 ops/s (a multiply-add counts as 2); 0 where use_amx_bf16() is false.
+// Register-only tdpbf16ps loops, f16 and bf16 prompt tokens' AMX-BF16 path
+// (cpu.h):
+// 1e9 ops/s (a multiply-add counts as 2); 0 where use_amx() is false.
 double measure_peak_bf16_gflops(ThreadPool& pool);
+
+// Register-only tdpbssd loops, the AMX-INT8 tiles that quantized weights'
+// whole token groups take (cpu.h): 1e9 int8 ops/s; 0 where use_amx() is
+// false.
+double measure_peak_amx_int8_gops(ThreadPool& pool);
 
 }  // namespace llmserve::kernels

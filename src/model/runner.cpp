@@ -47,7 +47,13 @@ ModelRunner::ModelRunner(const Model& model, KvCache& kv, ThreadPool& pool, int 
   out_.resize(b * hp.dim);
   const int64_t widest = std::max({hp.dim, hp.q_dim(), hp.ffn_dim});
   acts_.resize(b * static_cast<size_t>(widest / kernels::kQBlock));
-  bf16_acts_.resize(kernels::bf16_acts_values(max_tokens, widest) / 32);
+  // Only f16 and bf16 weights have a bf16 prompt path (kernels/matmul.h).
+  const Weights& w = m_.weights();
+  bool bf16_path = false;
+  for (const LayerWeights& lw : w.layers)
+    for (const kernels::Matrix* mx : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w_gate, &lw.w_up, &lw.w_down})
+      bf16_path |= kernels::bf16_prompt_path(mx->type);
+  if (bf16_path) bf16_acts_.resize(kernels::bf16_acts_values(max_tokens, widest) / 32);
   jobs_.resize(hp.n_layer);
 }
 
@@ -82,7 +88,7 @@ std::span<float> ModelRunner::forward(std::span<const SeqBatch> batch) {
   const int bs = kv_.block_size();
 
   // Flatten the batch into rows, the prompt tokens of every sequence first
-  // (the matmuls' bf16 rows), then the generated ones; a sequence with both
+  // (the matmuls' bf16 rows, for f16 and bf16 weights), then the generated ones; a sequence with both
   // attends as two runs, the second seeing the first's KV, stored before
   // attention runs. seq_rows_[i]: the row of the batch's i-th token.
   int n = 0, n_prompt = 0;
@@ -123,7 +129,7 @@ std::span<float> ModelRunner::forward(std::span<const SeqBatch> batch) {
   const int n_out = static_cast<int>(logit_rows_.size());
   for (int l = 0; l < hp.n_layer; ++l) {
     const LayerWeights& lw = w.layers[l];
-    uint16_t* b16 = bf16_acts_.data()->v;
+    uint16_t* b16 = bf16_acts_.empty() ? nullptr : bf16_acts_.data()->v;
     jobs_[l] = {kernels::MatmulJob({{&lw.wq, q_.data()}, {&lw.wk, k_.data()}, {&lw.wv, v_.data()}}, xn_.data(), n,
                                    acts_.data(), n_prompt, b16),
                 kernels::MatmulJob({{&lw.wo, out_.data()}}, att_.data(), n, acts_.data(), n_prompt, b16),

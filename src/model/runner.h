@@ -28,10 +28,11 @@ struct SeqBatch {
   std::span<const int32_t> block_table;  // must cover positions 0 .. pos0 + tokens.size() - 1
   Logits logits = Logits::Last;
   // How many of `tokens`, from the front, are the request's prompt rather
-  // than tokens it generated. Prompt tokens may take the matmuls' bf16 path
-  // (kernels/matmul.h), generated ones always take the int8 path: the path
-  // is a property of the token, so a sequence gives the same bits in any
-  // batch and in any chunking of its prompt.
+  // than tokens it generated. Over f16 and bf16 weights prompt tokens may
+  // take the matmuls' AMX-BF16 path (kernels/matmul.h), generated ones
+  // always the f32 path: the path is a property of the token, so a sequence
+  // gives the same bits in any batch and in any chunking of its prompt.
+  // (Quantized weights give the same bits on every path.)
   int prompt_tokens = 0;
 };
 
@@ -71,7 +72,7 @@ class ModelRunner {
   struct alignas(64) Bf16Line {
     uint16_t v[32];
   };
-  std::vector<Bf16Line> bf16_acts_;  // the prompt rows' (MatmulJob's n_bf16)
+  std::vector<Bf16Line> bf16_acts_;  // the prompt rows' (MatmulJob's n_bf16); empty without f16 / bf16 weights
   kernels::AttentionJob attention_;
 };
 

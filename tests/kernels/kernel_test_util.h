@@ -47,7 +47,7 @@ class SettingGuard {
 };
 using PrefetchGuard = SettingGuard<kernels::prefetch_weights, kernels::set_prefetch_weights>;
 using PrefetchNtaGuard = SettingGuard<kernels::prefetch_non_temporal, kernels::set_prefetch_non_temporal>;
-using AmxGuard = SettingGuard<kernels::use_amx_bf16, kernels::set_amx_bf16>;
+using AmxGuard = SettingGuard<kernels::use_amx, kernels::set_amx>;
 
 inline std::vector<float> random_floats(std::mt19937& rng, size_t n, float scale = 1.0f) {
   std::normal_distribution<float> dist(0.0f, scale);

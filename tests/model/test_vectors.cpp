@@ -144,21 +144,13 @@ TEST(TinyStories656K, Q8_0FastPathFollowsTheGreedyVectors) {
 
 // The vectors' own greedy ids as a prompt: its tokens take the prompt path
 // and the continuation the decode path, at prefix lengths from one token to
-// most of the sequence.
-// - The int8 prompt path (every CPU) must continue with the vectors' ids.
-// - The AMX-BF16 prompt path (kernels/matmul.h), where the CPU has it,
-//   rounds activations to bf16 instead of to int8 per block: its prompt
-//   logits must be closer to the float64 oracle's than the int8 path's
-//   (measured 0.06-0.09 against 0.13-0.23 at most), and its continuation
-//   must follow the vectors up to the end or to a near-tie of the oracle
-//   (top-2 gap under kNearTie), where the two roundings may pick either
-//   token. It left them at gaps of 0.028 and 0.063 (and the int8 path's
-//   decode logits are 0.26 off the oracle's at worst, teacher-forced, so
-//   ties this close are the rounding's to decide). A prompt path about as
-//   accurate as f32 (the quantized weights and activations split in two
-//   bf16 parts each, as f16 weights are; tried, not kept) left them too,
-//   at gaps of 0.041-0.076: past those ties the vectors follow the int8
-//   rounding, not the better one.
+// most of the sequence. Where the CPU has AMX, a prompt's whole groups of
+// 16 tokens go through AMX-INT8 tiles (kernels/matmul.h), which must give
+// the VNNI kernels' logits bit for bit; either way the continuation must be
+// the vectors' ids. (An AMX-BF16 prompt path, since replaced, rounded the
+// activations to bf16: closer to the float64 oracle, yet it left the
+// vectors at near-ties of the oracle, top-2 gaps 0.028 and 0.063, which the
+// vectors' int8 rounding decides.)
 TEST(TinyStories656K, Q8_0PromptOfTheVectorsContinuesThem) {
   REQUIRE_MODEL(path, "tinystories-656k-q8_0.gguf");
   const auto vec = load_vectors(llmserve::testing::model_path("TinyStories-656K.testvectors.json"));
@@ -166,45 +158,25 @@ TEST(TinyStories656K, Q8_0PromptOfTheVectorsContinuesThem) {
   ThreadPool pool(2);
   const auto expect = vec["greedy_ids_q8_0"].get<std::vector<int>>();
   ASSERT_GT(expect.size(), 96u) << "the vectors' greedy sequence is shorter than the longest prompt";
-  constexpr float kNearTie = 0.1f;
-  // The oracle's logits at every position of the vectors' sequence.
-  std::vector<std::vector<float>> oracle;
-  ReferenceModel ref(*model);
-  for (size_t i = 0; i < expect.size(); ++i) oracle.push_back(ref.step(i == 0 ? 1 : expect[i - 1]));
-  auto top2_gap = [](std::vector<float> l) {
-    std::partial_sort(l.begin(), l.begin() + 2, l.end(), std::greater<float>());
-    return l[0] - l[1];
-  };
-  auto oracle_error = [&](std::span<const float> l, size_t pos) {
-    float e = 0;
-    for (size_t v = 0; v < l.size(); ++v) e = std::max(e, std::fabs(l[v] - oracle[pos][v]));
-    return e;
-  };
-  for (size_t split : {1, 8, 32, 96}) {
-    SCOPED_TRACE("prompt of " + std::to_string(split) + " ids");
+  for (size_t split : {1, 8, 15, 32, 96}) {
     std::vector<int32_t> prompt{1};
     prompt.insert(prompt.end(), expect.begin(), expect.begin() + split);
-    float int8_error = 0;
+    std::vector<float> vnni_logits;
     for (bool amx : {false, true}) {
-      if (amx && !llmserve::kernels::amx_bf16_detected()) continue;
-      SCOPED_TRACE(amx ? "AMX-BF16 prompt path" : "int8 prompt path");
+      if (amx && !llmserve::kernels::amx_detected()) continue;
       const llmserve::testing::AmxGuard guard(amx);
       SequenceRunner fwd(*model, pool, 512, TensorType::F32);
       auto logits = fwd.eval(prompt);
-      const float error = oracle_error(logits, split);
-      if (amx) EXPECT_LT(error, int8_error) << "the bf16 prompt logits are further from the oracle's than int8's";
-      else int8_error = error;
-      for (size_t pos = split; pos < expect.size(); ++pos) {
-        const int got = argmax(logits);
-        if (got != expect[pos]) {
-          const float gap = top2_gap(oracle[pos]);
-          if (!amx || gap >= kNearTie)
-            ADD_FAILURE() << "position " << pos << ": got id " << got << ", the vectors' " << expect[pos]
-                          << " (the oracle's top-2 gap there " << gap << ")";
-          break;
-        }
-        logits = fwd.decode(got);
+      const std::vector<float> prompt_logits(logits.begin(), logits.end());
+      if (amx) EXPECT_EQ(prompt_logits, vnni_logits) << "prompt of " << split << " ids: AMX-INT8 and VNNI differ";
+      else vnni_logits = prompt_logits;
+      std::vector<int> cont;
+      while (split + cont.size() < expect.size()) {
+        cont.push_back(argmax(logits));
+        logits = fwd.decode(cont.back());
       }
+      EXPECT_EQ(cont, std::vector<int>(expect.begin() + split, expect.end()))
+          << "prompt of " << split << " ids, amx " << amx;
     }
   }
 }
@@ -221,7 +193,7 @@ TEST(TinyStories656K, F16PromptOfTheVectorsContinuesThem) {
   const auto expect = vec["greedy_ids_f32_and_f16"].get<std::vector<int>>();
   ASSERT_GT(expect.size(), 96u) << "the vectors' greedy sequence is shorter than the longest prompt";
   for (bool amx : {false, true}) {
-    if (amx && !llmserve::kernels::amx_bf16_detected()) continue;
+    if (amx && !llmserve::kernels::amx_detected()) continue;
     const llmserve::testing::AmxGuard guard(amx);
     for (size_t split : {1, 8, 32, 96}) {
       SequenceRunner fwd(*model, pool, 512, TensorType::F32);

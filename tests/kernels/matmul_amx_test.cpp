@@ -1,14 +1,16 @@
-// The AMX-BF16 path for prompt tokens (matmul.h: MatmulJob's n_bf16), on
-// machines that have it; skipped elsewhere.
-//  - Against matmul_reference: |y - ref| <= 2^-8 sum_c |w_rc x_tc| (two
-//    roundings to bf16 of 2^-9 relative each), plus f32 slack; f16 and
-//    bf16 weights, their activations (and f16 weights) split in two bf16
-//    parts (panel.h: bf16_parts), 2^-15 plus the same slack, which one
-//    rounding each would miss by far.
-//  - Batch invariance: a bf16 token alone gives the bits it gives in any
-//    batch, and a job's int8 tokens give what the int8 path gives them
-//    alone.
-//  - Prepared and unprepared panels, and every chunk shape, give the same.
+// The AMX paths (matmul.h), on machines that have them; skipped elsewhere.
+// AMX-INT8, quantized weights' whole groups of 16 tokens:
+//  - the VNNI kernels' bits exactly, for every token: odd row counts, column
+//    slices, tails of tokens that take the VNNI kernels, batched or alone.
+// AMX-BF16, f16 and bf16 weights' prompt tokens (MatmulJob's n_bf16):
+//  - against matmul_reference: |y - ref| <= 2^-15 sum_c |w_rc x_tc| (the
+//    activations, and f16 weights, split in two bf16 parts, panel.h:
+//    amx::bf16_weight_parts), plus f32 slack, which one bf16 rounding each
+//    would miss by far;
+//  - batch invariance: a bf16 token alone gives the bits it gives in any
+//    batch, and a job's other tokens give what the f32 path gives them
+//    alone;
+//  - prepared and unprepared panels, and every chunk shape, give the same.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -25,9 +27,53 @@ namespace {
 using gguf::TensorType;
 using llmserve::testing::AmxGuard;
 
-#define REQUIRE_AMX()                                                                  \
-  if (!amx_bf16_detected()) GTEST_SKIP() << "this CPU or OS has no AMX-BF16 (cpu.h)"; \
+#define REQUIRE_AMX()                                                             \
+  if (!amx_detected()) GTEST_SKIP() << "this CPU or OS has no AMX (cpu.h: use_amx)"; \
   AmxGuard amx_on(true)
+
+class Int8Tiles : public ::testing::TestWithParam<TensorType> {};
+
+TEST_P(Int8Tiles, GiveTheVnniKernelsBitsForEveryToken) {
+  REQUIRE_AMX();
+  const TensorType type = GetParam();
+  const int64_t blk = gguf::type_info(type)->block_elems;
+  const int64_t narrow = blk == 256 ? 256 : 96, wide = blk == 256 ? 2816 : 2336;  // wide: two column slices
+  struct Shape {
+    int64_t rows, cols, n_tokens;
+  };
+  const Shape shapes[] = {{17, narrow, 16}, {33, narrow, 17}, {1, narrow, 32}, {40, narrow, 47},
+                          {70, wide, 64},   {400, narrow, 70}, {45, wide, 130}, {16, narrow, 15}};
+  std::mt19937 rng(91 + static_cast<int>(type));
+  ThreadPool pool(3);
+  for (const Shape& s : shapes) {
+    SCOPED_TRACE("rows " + std::to_string(s.rows) + " cols " + std::to_string(s.cols) + " tokens " +
+                 std::to_string(s.n_tokens));
+    const auto raw = llmserve::testing::random_rows(rng, type, s.rows, s.cols);
+    const auto x = llmserve::testing::random_floats(rng, static_cast<size_t>(s.n_tokens * s.cols));
+    Matrix w{type, raw.data(), s.rows, s.cols, llmserve::testing::row_bytes_of(type, s.cols)};
+    Matrix prepared = w;
+    const PackedWeights storage = prepare(prepared, &pool);
+    const size_t n_out = static_cast<size_t>(s.rows * s.n_tokens);
+    std::vector<float> tiles(n_out), tiles_unprepared(n_out), vnni(n_out);
+    matmul(prepared, x.data(), s.n_tokens, tiles.data(), pool);
+    matmul(w, x.data(), s.n_tokens, tiles_unprepared.data(), pool);
+    {
+      AmxGuard off(false);
+      matmul(prepared, x.data(), s.n_tokens, vnni.data(), pool);
+    }
+    EXPECT_EQ(tiles, vnni);
+    EXPECT_EQ(tiles, tiles_unprepared);
+    std::vector<float> alone(static_cast<size_t>(s.rows));
+    for (int64_t t = 0; t < s.n_tokens; ++t) {
+      matmul(prepared, x.data() + t * s.cols, 1, alone.data(), pool);
+      EXPECT_TRUE(std::equal(alone.begin(), alone.end(), tiles.begin() + t * s.rows)) << "token " << t;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(QuantTypes, Int8Tiles,
+                         ::testing::Values(TensorType::Q8_0, TensorType::Q4_0, TensorType::Q4_K, TensorType::Q6_K),
+                         [](const auto& info) { return std::string(gguf::type_info(info.param)->name); });
 
 struct Case {
   int64_t rows, cols, n_tokens, n_bf16;
@@ -38,8 +84,7 @@ class Bf16Matmul : public ::testing::TestWithParam<TensorType> {};
 TEST_P(Bf16Matmul, MatchesReferenceAndIsBatchInvariant) {
   REQUIRE_AMX();
   const TensorType type = GetParam();
-  const int64_t blk = gguf::type_info(type)->block_elems;
-  const int64_t narrow = blk == 256 ? 256 : 96, wide = blk == 256 ? 2816 : 2336;
+  const int64_t narrow = 96, wide = 2336;  // wide: two column slices
   const Case cases[] = {
       {17, narrow, 1, 1},   {33, narrow, 5, 5},  {1, narrow, 16, 16}, {40, narrow, 17, 17},
       {70, wide, 33, 33},   {400, narrow, 70, 70}, {33, narrow, 20, 7}, {45, wide, 130, 100},
@@ -75,8 +120,7 @@ TEST_P(Bf16Matmul, MatchesReferenceAndIsBatchInvariant) {
     }
 
     const auto wf = llmserve::testing::dequantize_rows(type, raw, s.rows, s.cols);
-    const bool float_weights = type == TensorType::F16 || type == TensorType::BF16;
-    const double bound = float_weights ? 1.0 / 32768 : 1.0 / 256;
+    const double bound = 1.0 / 32768;
     int bad = 0;
     for (int64_t t = 0; t < s.n_bf16 && bad < 5; ++t)
       for (int64_t r = 0; r < s.rows && bad < 5; ++r) {
@@ -92,14 +136,12 @@ TEST_P(Bf16Matmul, MatchesReferenceAndIsBatchInvariant) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(QuantTypes, Bf16Matmul,
-                         ::testing::Values(TensorType::Q8_0, TensorType::Q4_0, TensorType::Q4_K, TensorType::Q6_K,
-                                           TensorType::F16, TensorType::BF16),
+INSTANTIATE_TEST_SUITE_P(FloatTypes, Bf16Matmul, ::testing::Values(TensorType::F16, TensorType::BF16),
                          [](const auto& info) { return std::string(gguf::type_info(info.param)->name); });
 
-// Where the path does not apply, n_bf16 changes nothing: a job mixing f16
-// and quantized targets, and AMX turned off.
-TEST(Bf16Fallback, GivesTheInt8PathBitForBit) {
+// Where the bf16 path does not apply, n_bf16 changes nothing: a job mixing
+// f16 and quantized targets, and AMX turned off.
+TEST(Bf16Fallback, GivesTheOtherPathsBitForBit) {
   REQUIRE_AMX();
   std::mt19937 rng(5);
   ThreadPool pool(2);
@@ -116,11 +158,11 @@ TEST(Bf16Fallback, GivesTheInt8PathBitForBit) {
   EXPECT_EQ(f0, f1);
   {
     AmxGuard off(false);
-    EXPECT_FALSE(use_amx_bf16());
-    matmul(wq, x.data(), n, q1.data(), pool, n);
-    std::vector<float> plain(40 * n);
-    matmul(wq, x.data(), n, plain.data(), pool);
-    EXPECT_EQ(q1, plain);
+    EXPECT_FALSE(use_amx());
+    matmul(wf, x.data(), n, f1.data(), pool, n);
+    std::vector<float> plain(24 * n);
+    matmul(wf, x.data(), n, plain.data(), pool);
+    EXPECT_EQ(f1, plain);
   }
 }
 

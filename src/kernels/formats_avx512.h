@@ -1,0 +1,179 @@
+#pragma once
+// Internal to the AVX-512 matmul files (matmul_avx512.cpp, matmul_amx.cpp):
+// the quantized panel formats unpacked into registers, and the float steps
+// that turn a block's exact int32 sums into a token's f32 results. The
+// VNNI kernels and the AMX-INT8 tiles share them, which is what makes the
+// two paths give the same bits (matmul.h). Include only from files
+// compiled with the AVX-512 flags; everything here has internal linkage.
+#include "kernels/immintrin_quiet.h"
+
+#include "kernels/panel.h"
+
+namespace llmserve::kernels::avx512 {
+namespace {
+
+__m512 load_f16x16(const uint8_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+
+// Token t's 16 row results of panel i of the run: written, or added to y
+// (PanelArgs::accumulate).
+void store(const PanelArgs& a, int64_t t, __m512 v, int64_t i = 0) {
+  const __mmask16 mask = static_cast<__mmask16>((1u << panel_rows(a, i)) - 1);
+  float* y = a.y + t * a.y_stride + i * kPanelRows;
+  if (a.accumulate) v = _mm512_add_ps(_mm512_maskz_loadu_ps(mask, y), v);
+  _mm512_mask_storeu_ps(y, mask, v);
+}
+
+// One block of a panel, unpacked: w[r][4j+i] = s * code - m, with code byte
+// r*4+i of g[j]. Formats with one scale per block use s_lo / m_lo only,
+// Q6_K s_lo / s_hi (its offsets fold into the dot products).
+struct Block {
+  __m512i g[8];
+  __m512 s_lo, s_hi, m_lo;
+};
+
+// Q4_0's nibbles without shifting the high ones down: g[j + 4] holds 16
+// times the codes, so their sums, with Q8_0's offset of -128 per code
+// (16 n - 128 = 16 (n - 8)), are 16 times what they stand for; the kernel
+// shifts them down once per block instead of every vector once.
+void nibbles_hi16(const uint8_t* p, __m512i* g) {
+  const __m512i low4 = _mm512_set1_epi8(0x0f), high4 = _mm512_set1_epi8(static_cast<char>(0xf0));
+  for (int j = 0; j < 4; ++j) {
+    __m512i v = _mm512_load_si512(p + 64 * j);
+    asm("" : "+v"(v));  // one load: GCC otherwise folds it into both ANDs (q4_0 decode -12%)
+    g[j] = _mm512_and_si512(v, low4);
+    g[j + 4] = _mm512_and_si512(v, high4);
+  }
+}
+
+void unpack_nibbles(const uint8_t* p, __m512i* g) {
+  const __m512i low4 = _mm512_set1_epi8(15);
+  for (int j = 0; j < 4; ++j) {
+    const __m512i v = _mm512_load_si512(p + 64 * j);
+    g[j] = _mm512_and_si512(v, low4);
+    g[j + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+  }
+}
+
+// kFoldedOffset: w = S * (code - M / S), the integer offset -M / S per code
+// folded into the dot products (see accumulate_block); m_lo is then unused.
+// load<T> unpacks a block for tiles of T tokens (only Q4_0 differs by T).
+struct Q8_0 {
+  static constexpr const QuantLayout& kLayout = kQ8_0Layout;
+  static constexpr bool kTwoScales = false, kFoldedOffset = true, kAlwaysPrefetch = false;
+  static constexpr int kTileTokens = 16;
+  static constexpr int kHighShift = 0;
+  static constexpr float kCodeZero = 128;  // w = S * (code - kCodeZero)
+  static int32_t offset(const Q8Act& x) { return x.neg128_sum; }
+  template <int T>
+  static void load(const uint8_t* panel, int64_t b, Block& k) {
+    for (int j = 0; j < 8; ++j) k.g[j] = _mm512_load_si512(panel + kLayout.codes(b) + 64 * j);
+    k.s_lo = load_f16x16(panel + kLayout.meta(b));
+  }
+};
+
+// Decode (T = 1) keeps the high nibbles 16 times over (nibbles_hi16) and
+// shifts its sum down once per block; several tokens share one shift per
+// vector instead (unpack_nibbles), so each token's sum needs none. Twice
+// Q8_0's instructions per byte leave the core half the lookahead into the
+// stream, so it prefetches on every CPU (see prefetch).
+struct Q4_0 {
+  static constexpr const QuantLayout& kLayout = kQ4_0Layout;
+  static constexpr bool kTwoScales = false, kFoldedOffset = true, kAlwaysPrefetch = true;
+  static constexpr int kTileTokens = 16;
+  static constexpr int kHighShift = 4;
+  static constexpr float kCodeZero = 8;
+  static int32_t offset(const Q8Act& x) { return x.neg8_sum; }
+  template <int T>
+  static void load(const uint8_t* panel, int64_t b, Block& k) {
+    if constexpr (T == 1) nibbles_hi16(panel + kLayout.codes(b), k.g);
+    else unpack_nibbles(panel + kLayout.codes(b), k.g);
+    k.s_lo = load_f16x16(panel + kLayout.meta(b));
+  }
+};
+
+__m512 u8x16_to_ps(const uint8_t* p) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+}
+__m512 i8x16_to_ps(const uint8_t* p) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+}
+
+struct Q4_K {
+  static constexpr const QuantLayout& kLayout = kQ4_KLayout;
+  static constexpr bool kTwoScales = false, kFoldedOffset = false, kAlwaysPrefetch = true;
+  static constexpr int kTileTokens = 16;
+  template <int T>
+  static void load(const uint8_t* panel, int64_t b, Block& k) {
+    const int64_t c = b % 8;
+    unpack_nibbles(panel + kLayout.codes(b), k.g);
+    const uint8_t* meta = panel + kLayout.meta(b);
+    k.s_lo = _mm512_mul_ps(load_f16x16(meta), u8x16_to_ps(meta + kQ4_KSc + c * 16));
+    k.m_lo = _mm512_mul_ps(load_f16x16(meta + kQ4_KDmin), u8x16_to_ps(meta + kQ4_KM + c * 16));
+  }
+};
+
+// Two scales per block, one per 16-column half (groups 0-3 and 4-7), each
+// half's offset of -32 per code folded into that half's chain.
+struct Q6_K {
+  static constexpr const QuantLayout& kLayout = kQ6_KLayout;
+  static constexpr bool kTwoScales = true, kFoldedOffset = true, kAlwaysPrefetch = true;
+  static constexpr int kTileTokens = 8;  // two chains per token
+  static constexpr float kCodeZero = 32;
+  static int32_t offset_lo(const Q8Act& x) { return x.neg32_sum_lo; }
+  static int32_t offset_hi(const Q8Act& x) { return x.neg32_sum_hi; }
+  template <int T>
+  static void load(const uint8_t* panel, int64_t b, Block& k) {
+    const int64_t c = b % 8;
+    const uint8_t* codes = panel + kLayout.codes(b);
+    unpack_nibbles(codes, k.g);
+    // Group 4h+i's top bits are bits 2i..2i+1 of vector h: move them to bits
+    // 4..5 (16-bit shifts; the 0x30 mask drops what crossed a byte) and OR.
+    const __m512i top = _mm512_set1_epi8(0x30);
+    for (int h = 0; h < 2; ++h) {
+      const __m512i v = _mm512_load_si512(codes + 256 + 64 * h);
+      const __m512i shifted[4] = {_mm512_slli_epi16(v, 4), _mm512_slli_epi16(v, 2), v, _mm512_srli_epi16(v, 2)};
+      for (int i = 0; i < 4; ++i) k.g[4 * h + i] = _mm512_ternarylogic_epi32(k.g[4 * h + i], shifted[i], top, 0xf8);
+    }
+    const uint8_t* meta = panel + kLayout.meta(b);
+    const __m512 d = load_f16x16(meta);
+    k.s_lo = _mm512_mul_ps(d, i8x16_to_ps(meta + kQ6_KSc + (2 * c) * 16));
+    k.s_hi = _mm512_mul_ps(d, i8x16_to_ps(meta + kQ6_KSc + (2 * c + 1) * 16));
+  }
+};
+
+// One-scale formats' float steps for one block and token, from its int32
+// sum: the same for decode and for tokens in a batch, which with exact
+// integer sums is what keeps a token's result independent of its batch.
+template <class Format>
+void add_scaled(__m512i sum, const Block& k, const Q8Act& x, __m512& acc, __m512& off) {
+  acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(k.s_lo, _mm512_set1_ps(x.d)), acc);
+  if constexpr (!Format::kFoldedOffset) off = _mm512_fmadd_ps(k.m_lo, _mm512_set1_ps(x.dsum), off);
+}
+
+// Q6_K's float steps for one block and token from its two halves' sums,
+// likewise the same for decode and for tokens in a batch.
+void add_scaled_halves(__m512i lo, __m512i hi, const Block& k, const Q8Act& x, __m512& acc) {
+  const __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi), k.s_hi, _mm512_mul_ps(_mm512_cvtepi32_ps(lo), k.s_lo));
+  acc = _mm512_fmadd_ps(f, _mm512_set1_ps(x.d), acc);
+}
+
+struct F32 {
+  static constexpr int64_t kColumnBytes = 64;
+  static __m512 load(const uint8_t* p, int64_t c) { return _mm512_load_ps(reinterpret_cast<const float*>(p + c * 64)); }
+};
+struct F16 {
+  static constexpr int64_t kColumnBytes = 32;
+  static __m512 load(const uint8_t* p, int64_t c) {
+    return _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(p + c * 32)));
+  }
+};
+struct BF16 {
+  static constexpr int64_t kColumnBytes = 32;
+  static __m512 load(const uint8_t* p, int64_t c) {
+    const __m512i h = _mm512_cvtepu16_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(p + c * 32)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(h, 16));
+  }
+};
+
+}  // namespace
+}  // namespace llmserve::kernels::avx512

@@ -83,18 +83,19 @@ void unpack_format(const uint8_t* panel, int64_t cols, Block* out) {
   for (int64_t b = 0; b < cols / kQBlock; ++b) {
     Block k{};
     Format::template load<kActGroup>(panel, b, k);
-    if constexpr (Format::kFoldedOffset)
-      for (__m512i& g : k.g) g = _mm512_sub_epi8(g, _mm512_set1_epi8(static_cast<char>(static_cast<int>(Format::kCodeZero))));
+    if constexpr (Format::kFoldedOffset) {
+      const __m512i zero = _mm512_set1_epi8(static_cast<char>(static_cast<int>(Format::kCodeZero)));
+      for (__m512i& g : k.g) g = _mm512_sub_epi8(g, zero);
+    }
     out[b] = k;
   }
 }
 
 // The kernel walks a run of at most kMaxPanels panels times one or two
-// groups of 16 tokens (G) in units of one block of one panel, the
-// activations' A tiles loaded once per block and shared by its panels:
-// the chunk's activations and unpacked panels come from L2 (matmul.cpp),
-// and the tile loads wait for them. A unit's C tiles: one per group, or,
-// for Q6_K (a scale per 16 columns), one per half block for one group.
+// groups of 16 tokens (G) in units of one block of one panel, b-major: the
+// activations' A tiles are loaded once per block and shared by its panels.
+// A unit's C tiles: one per group, or, for Q6_K (a scale per 16 columns),
+// one per half block for one group.
 constexpr int64_t kMaxPanels = 8;
 template <class Format, int G>
 constexpr int kUnitSums = Format::kTwoScales ? 2 : G;
@@ -132,8 +133,13 @@ void unit_sums(const Block& k) {
 // The run's panels times token groups [g0, g0 + G), every block of the
 // slice. Software-pipelined: unit u + 1's products are issued before unit
 // u's sums are stored, and those are read back one unit later, after unit
-// u - 1's float steps, so the AVX-512 units work while the tile unit does.
-// Two sets of C tiles, for even and odd units.
+// u - 1's float steps, so nothing waits for a tile store to land. Two sets
+// of C tiles, for even and odd units. Stored and read back at once, the
+// same kernel ran at 0.79-0.87 of this one's FLOP/s (bench_kernels
+// matmul/q8_0/*/512, Intel AMX host). The tile unit and the float steps
+// barely overlap even so: in a microbenchmark a unit's tile work took 11 ns
+// and its float steps 22 ns, both together 29-37 ns; with the tile data hot
+// in L1 the kernel measured the same.
 template <class Format, int G>
 void int8_groups(const PanelArgs& a, int64_t g0) {
   constexpr int kN = kUnitSums<Format, G>;
@@ -149,39 +155,47 @@ void int8_groups(const PanelArgs& a, int64_t g0) {
       for (int t = 0; t < kActGroup; ++t) acc[p][g][t] = off[p][g][t] = _mm512_setzero_ps();
   alignas(64) int32_t c[2][kN][16][16];  // by unit parity
 
+  // Unit (b, p): block b of panel p, in order b-major; its sums go to
+  // tile set and buffer c[u & 1] for the unit's index u.
+  struct Unit {
+    int64_t b = 0, p = 0;
+  };
+  auto next = [np](Unit u) { return ++u.p == np ? Unit{u.b + 1, 0} : u; };
   // The VNNI kernels' float steps (accumulate_tokens) on the same sums.
-  auto float_steps = [&](int64_t u) {
-    const int64_t b = u / np, p = u % np;
-    const int32_t(&cu)[kN][16][16] = c[u & 1];
-    const Block& k = block(p, b);
+  auto float_steps = [&](Unit u, int parity) {
+    const int32_t(&cu)[kN][16][16] = c[parity];
+    const Block& k = block(u.p, u.b);
     for (int g = 0; g < G; ++g)
       for (int t = 0; t < kActGroup; ++t) {
-        const Q8Act& xt = x[g][b * kActGroup + t];
+        const Q8Act& xt = x[g][u.b * kActGroup + t];
         if constexpr (Format::kTwoScales)
-          avx512::add_scaled_halves(_mm512_load_si512(cu[0][t]), _mm512_load_si512(cu[1][t]), k, xt, acc[p][g][t]);
+          avx512::add_scaled_halves(_mm512_load_si512(cu[0][t]), _mm512_load_si512(cu[1][t]), k, xt, acc[u.p][g][t]);
         else
-          avx512::add_scaled<Format>(_mm512_load_si512(cu[g][t]), k, xt, acc[p][g][t], off[p][g][t]);
+          avx512::add_scaled<Format>(_mm512_load_si512(cu[g][t]), k, xt, acc[u.p][g][t], off[u.p][g][t]);
       }
   };
-  auto issue = [&]<int S>(int64_t u) {
-    const int64_t b = u / np, p = u % np;
-    if (p == 0) load_activations<Format, G>(x, b);
-    unit_sums<Format, G, S>(block(p, b));
+  auto issue = [&]<int S>(Unit u) {
+    if (u.p == 0) load_activations<Format, G>(x, u.b);
+    unit_sums<Format, G, S>(block(u.p, u.b));
   };
-  // Unit u's sums are in tile set S: issue u + 1's, store u's, and take
-  // u - 1's float steps.
-  auto step = [&]<int S>(int64_t u) {
-    if (u + 1 < units) issue.template operator()<1 - S>(u + 1);
+  // Unit i's sums are in tile set S: issue i + 1's, store i's, and take
+  // i - 1's float steps.
+  Unit prev, cur;
+  auto step = [&]<int S>(int64_t i) {
+    const Unit following = next(cur);
+    if (i + 1 < units) issue.template operator()<1 - S>(following);
     tile_store<2 * S>(c[S][0], 64);
     if constexpr (kN == 2) tile_store<2 * S + 1>(c[S][1], 64);
-    if (u > 0) float_steps(u - 1);
+    if (i > 0) float_steps(prev, 1 - S);
+    prev = cur;
+    cur = following;
   };
-  issue.template operator()<0>(0);
-  for (int64_t u = 0; u < units; u += 2) {
-    step.template operator()<0>(u);
-    if (u + 1 < units) step.template operator()<1>(u + 1);
+  issue.template operator()<0>(cur);
+  for (int64_t i = 0; i < units; i += 2) {
+    step.template operator()<0>(i);
+    if (i + 1 < units) step.template operator()<1>(i + 1);
   }
-  float_steps(units - 1);
+  float_steps(prev, (units - 1) & 1);
   for (int64_t p = 0; p < np; ++p)
     for (int g = 0; g < G; ++g)
       for (int t = 0; t < kActGroup; ++t)

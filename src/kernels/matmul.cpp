@@ -66,6 +66,12 @@ constexpr int64_t kWidenTokens = 128;
 // F16), 16 x0.94-0.96.
 constexpr int64_t kAmxChunkPanels = 8;
 constexpr int64_t kAmxTileTokens = 32;
+// Tokens from which quantized matmuls take the AMX-INT8 tiles: each chunk
+// unpacks its panels first, which fewer tokens do not repay. Against the
+// VNNI kernels (bench_kernels matmul vs matmul_vnni, q8_0 and q4_k,
+// 2048x2048 and 5632x2048, 2 rounds): 16 tokens x0.61-0.79, 32 x0.86-0.95,
+// 64 x1.0-1.1, 512 x1.25-1.45.
+constexpr int64_t kAmxInt8Tokens = 64;
 
 }  // namespace
 
@@ -233,7 +239,7 @@ MatmulJob::MatmulJob(std::span<const MatmulTarget> targets, const float* x, int6
     bf16_w_parts_ = w_parts;
   }
   const int64_t n_int8 = n_tokens_ - n_bf16_;
-  int8_tiles_ = any_quantized && n_int8 >= kActGroup && use_amx();
+  int8_tiles_ = any_quantized && n_int8 >= kAmxInt8Tokens && use_amx();
   chunk_panels_ = n_bf16_ > 0 || int8_tiles_ ? kAmxChunkPanels : chunk_panels(n_tokens);
   for (const MatmulTarget& t : targets) {
     if (t.w->rows == 0) continue;

@@ -133,10 +133,10 @@ inline int64_t act_index(int64_t t, int64_t b, int64_t n, int64_t nb) {
 }
 
 // On CPUs with AMX (cpu.h: use_amx()) two more paths take some tokens:
-//  - Quantized weights: every whole group of kActGroup tokens (prefill,
-//    batched decode) goes through AMX-INT8 tiles, which make the integer
-//    sums the VNNI kernels make, and then takes their float steps: the
-//    same bits, so nothing else changes.
+//  - Quantized weights, in matmuls of 64 tokens or more (prefill, large
+//    batches): every whole group of kActGroup tokens goes through AMX-INT8
+//    tiles, which make the integer sums the VNNI kernels make, and then
+//    takes their float steps: the same bits, so nothing else changes.
 //  - f16 and bf16 weights: a job's first n_bf16 tokens (MatmulJob) may go
 //    through AMX-BF16 tiles, their activations in two bf16 parts (high and
 //    low), f16 weights in two parts too (panel.h: amx::bf16_weight_parts):

@@ -1,7 +1,8 @@
 #pragma once
 // Internal to the AVX-512 matmul files (matmul_avx512.cpp, matmul_amx.cpp):
-// the quantized panel formats unpacked into registers, and the float steps
-// that turn a block's exact int32 sums into a token's f32 results. The
+// the panel formats loaded into registers (a quantized block's codes and
+// scales, a float panel's columns), and the float steps that turn a
+// block's exact int32 sums into a token's f32 results. The
 // VNNI kernels and the AMX-INT8 tiles share them, which is what makes the
 // two paths give the same bits (matmul.h). Include only from files
 // compiled with the AVX-512 flags; everything here has internal linkage.

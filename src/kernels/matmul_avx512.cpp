@@ -18,7 +18,6 @@
 #include "kernels/immintrin_quiet.h"
 
 #include <algorithm>
-#include <array>
 #include <utility>
 
 #include "kernels/panel.h"

@@ -65,6 +65,7 @@ constexpr int64_t kWidenTokens = 128;
 // and x1.022, F16 x1.037 and x1.031, Q8_0 x1.020; 2 panels x0.90 (Q4_0,
 // F16), 16 x0.94-0.96.
 constexpr int64_t kAmxChunkPanels = 8;
+static_assert(kAmxChunkPanels <= amx::kInt8MaxPanels);
 constexpr int64_t kAmxTileTokens = 32;
 // Tokens from which quantized matmuls take the AMX-INT8 tiles: each chunk
 // unpacks its panels first, which fewer tokens do not repay. Against the

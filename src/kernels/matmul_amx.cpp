@@ -26,7 +26,6 @@
 #include "kernels/immintrin_quiet.h"
 
 #include <array>
-#include <stdexcept>
 
 #include "kernels/formats_avx512.h"
 #include "kernels/panel.h"
@@ -91,12 +90,11 @@ void unpack_format(const uint8_t* panel, int64_t cols, Block* out) {
   }
 }
 
-// The kernel walks a run of at most kMaxPanels panels times one or two
+// The kernel walks a run of at most kInt8MaxPanels panels times one or two
 // groups of 16 tokens (G) in units of one block of one panel, b-major: the
 // activations' A tiles are loaded once per block and shared by its panels.
 // A unit's C tiles: one per group, or, for Q6_K (a scale per 16 columns),
 // one per half block for one group.
-constexpr int64_t kMaxPanels = 8;
 template <class Format, int G>
 constexpr int kUnitSums = Format::kTwoScales ? 2 : G;
 
@@ -149,7 +147,7 @@ void int8_groups(const PanelArgs& a, int64_t g0) {
   };
   const Q8Act* x[G];
   for (int g = 0; g < G; ++g) x[g] = act_row(a, (g0 + g) * kActGroup).x;
-  __m512 acc[kMaxPanels][G][kActGroup], off[kMaxPanels][G][kActGroup];
+  __m512 acc[kInt8MaxPanels][G][kActGroup], off[kInt8MaxPanels][G][kActGroup];
   for (int64_t p = 0; p < np; ++p)
     for (int g = 0; g < G; ++g)
       for (int t = 0; t < kActGroup; ++t) acc[p][g][t] = off[p][g][t] = _mm512_setzero_ps();
@@ -380,7 +378,6 @@ void unpack_int8(PanelFormat format, const uint8_t* panel, int64_t cols, uint8_t
 }
 
 void int8_panels(PanelFormat format, const PanelArgs& args) {
-  if (args.n_panels > kMaxPanels) throw std::logic_error("amx::int8_panels: a run of more than 8 panels");
   switch (format) {
     case PanelFormat::q8_0: return int8_format<avx512::Q8_0>(args);
     case PanelFormat::q4_0: return int8_format<avx512::Q4_0>(args);

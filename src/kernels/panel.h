@@ -214,9 +214,11 @@ namespace amx {
 // block's scales in f32, as the VNNI kernels make them.
 constexpr int64_t kInt8BlockBytes = 11 * 64;
 void unpack_int8(PanelFormat format, const uint8_t* panel, int64_t cols, uint8_t* out);
-// A run of unpacked panels (args.panel, panel_stride nb * kInt8BlockBytes)
-// times args.n_tokens tokens, a multiple of 16 (whole groups of the
-// activations, matmul.h): the VNNI kernels' results, bit for bit.
+// A run of at most kInt8MaxPanels unpacked panels (args.panel,
+// panel_stride nb * kInt8BlockBytes) times args.n_tokens tokens, a multiple
+// of 16 (whole groups of the activations, matmul.h): the VNNI kernels'
+// results, bit for bit.
+constexpr int64_t kInt8MaxPanels = 8;
 void int8_panels(PanelFormat format, const PanelArgs& args);
 
 // AMX-BF16, f16 and bf16 weights: in how many bf16 parts a weight goes

@@ -328,6 +328,9 @@ class DecodeStep {
 // fork/join each. With the weights in one allocation, every iteration also
 // reads those same bytes (DecodeStep::read_rate), untimed: "vs_read" = the
 // step's bytes/s over that read's.
+// F16 is there as a yardstick for the quantized formats: on the Intel AMX
+// host its decode read the bytes at 1.07-1.10 of that read, Q8_0's at
+// 0.96-0.98 (grouped/team, 2 runs; with LLMSERVE_PREFETCH=0 0.95 and 0.92-0.93).
 void decode_matmuls(benchmark::State& state, ModelShape m, TensorType type, bool grouped, bool arena, bool team) {
   const DecodeStep step(m, type, grouped, arena);
   const std::vector<kernels::MatmulJob> jobs = step.jobs();
@@ -402,7 +405,7 @@ void register_decode_chains() {
                               {"grouped/own_allocations", true, false, false},
                               {"separate", false, true, false}};
   for (const ModelShape& m : models)
-    for (TensorType t : {TensorType::Q8_0, TensorType::Q4_0, TensorType::Q4_K, TensorType::Q6_K})
+    for (TensorType t : {TensorType::Q8_0, TensorType::Q4_0, TensorType::Q4_K, TensorType::Q6_K, TensorType::F16})
       for (const Variant& v : variants)
         benchmark::RegisterBenchmark(
             (std::string("decode_matmuls/") + m.name + "/" + std::string(gguf::type_info(t)->name) + "/" + v.name).c_str(),

@@ -6,7 +6,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <type_traits>
 
 #include "core/error.h"
 #include "core/thread_pool.h"
@@ -59,13 +58,13 @@ void for_each_chunk(ThreadPool& pool, T* p, size_t bytes, F fn) {
 
 }  // namespace
 
-double read_seconds(ThreadPool& pool, const uint8_t* p, size_t bytes) { return read_seconds(pool, {p, p}, bytes); }
+double read_seconds(ThreadPool& pool, const uint8_t* p, size_t bytes) { return read_seconds(pool, {p, p, p}, bytes); }
 
-double read_seconds(ThreadPool& pool, std::array<const uint8_t*, 2> passes, size_t bytes) {
+double read_seconds(ThreadPool& pool, std::array<const uint8_t*, kReadPasses> passes, size_t bytes) {
   const RooflineKernels& k = roofline_kernels(active_isa());
-  static_assert(std::extent_v<decltype(RooflineKernels::read)> == 2, "one buffer per pass");
   double best = 1e30;
-  for (int pass = 0; pass < 2; ++pass) {
+  for (int pass = 0; pass < kReadPasses; ++pass) {
+    if (k.read[pass] == nullptr) continue;
     const auto start = std::chrono::steady_clock::now();
     for_each_chunk(pool, passes[pass], bytes, [&](const uint8_t* chunk, size_t n) { return k.read[pass](chunk, n); });
     best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());

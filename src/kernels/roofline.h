@@ -15,22 +15,26 @@ class ThreadPool;
 namespace llmserve::kernels {
 
 // Seconds a streaming read of [p, p + bytes) takes on all of the pool's
-// threads (p 64-byte aligned, bytes a multiple of 256): the faster of two
-// passes, one of plain loads and one that also prefetches in software.
-// Which reads faster is the CPU's doing: on the Intel Xeon host the
-// prefetching pass read 10-40% faster (its hardware prefetchers alone keep
-// too few lines in flight per core), and decode kernels that prefetch beat
-// the plain pass; a yardstick the kernels beat is no ceiling, so the faster
-// pass counts. The bytes go in
+// threads (p 64-byte aligned, bytes a multiple of 256): the fastest of up
+// to kReadPasses (3) passes, one of plain loads, one that also prefetches
+// in software and (AVX-512) one that prefetches and keeps its sums in
+// memory (roofline_avx512.cpp). Which reads fastest is the CPU's doing: on
+// the Intel Xeon hosts the prefetching pass read 10-40% faster than plain
+// loads (its hardware prefetchers alone keep too few lines in flight per
+// core), and on the Intel AMX host the third read 36-39 GB/s where the
+// second read 30-32, as fast as the f16 decode kernel streamed; a
+// yardstick the kernels beat is no ceiling, so the fastest pass counts.
+// The bytes go in
 // 1 MiB chunks handed out as decode hands out weight panels: each thread
 // starts on its own contiguous share and helps with the others' when done,
 // so a thread slowed by another tenant does not leave the rest unread while
 // the clock runs (a fixed split read up to 4x lower on this host).
 double read_seconds(ThreadPool& pool, const uint8_t* p, size_t bytes);
-// The same with each pass over a buffer of its own (both `bytes` long): a
+// The same with each pass over a buffer of its own (all `bytes` long): a
 // buffer that fits in the last-level cache (300 MiB on the Intel host) is
 // still there for a second pass over it, which then reads from the cache.
-double read_seconds(ThreadPool& pool, std::array<const uint8_t*, 2> passes, size_t bytes);
+constexpr int kReadPasses = 3;
+double read_seconds(ThreadPool& pool, std::array<const uint8_t*, kReadPasses> passes, size_t bytes);
 
 // read_seconds() of a `bytes` buffer of its own. Kept for repeated
 // measurements: allocating and touching 1 GiB costs far more than reading

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "kernels/cpu.h"
+#include "kernels/roofline.h"
 
 namespace llmserve::kernels {
 
@@ -14,9 +15,10 @@ constexpr size_t kReadPrefetchBytes = 8192;
 
 struct RooflineKernels {
   // A streaming read, p 64-byte aligned, bytes a multiple of 256: [0] plain
-  // loads, [1] the same with software prefetch kReadPrefetchBytes ahead.
-  // Which is faster depends on the CPU's hardware prefetchers (roofline.h).
-  uint64_t (*read[2])(const uint8_t* p, size_t bytes);
+  // loads, [1] the same with software prefetch kReadPrefetchBytes ahead,
+  // [2] (null where the ISA has none) a prefetching read that keeps its sums
+  // in memory. Which is fastest depends on the CPU (roofline.h).
+  uint64_t (*read[kReadPasses])(const uint8_t* p, size_t bytes);
   uint64_t (*int8_loop)(int64_t iters);
   double int8_ops_per_iter;
   uint64_t (*f32_loop)(int64_t iters);

@@ -1,11 +1,17 @@
 // The read-bandwidth probe behind bench's roofline_frac: it keeps its buffer
-// between measurements and always reports a finite, positive rate.
+// between measurements and always reports a finite, positive rate; and its
+// AVX-512 pass that keeps its sums in memory (hand-written assembly) reads
+// every word.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <random>
 
 #include "core/thread_pool.h"
+#include "kernels/large_alloc.h"
 #include "kernels/roofline.h"
+#include "kernels/roofline_isa.h"
 
 namespace llmserve::kernels {
 namespace {
@@ -22,6 +28,29 @@ TEST(ReadProbe, MeasuresRepeatedlyOnAnyThreadCount) {
   ThreadPool pool(2);
   EXPECT_GT(ReadProbe(pool, 100).gbs(), 0);  // smaller than one 256-byte step per thread
   EXPECT_GT(measure_read_bandwidth(pool, size_t{1} << 20, 1), 0);
+}
+
+// read[2] returns the XOR of its four 64-byte sums (line i added to sum
+// i % 4, word by word): against the same reduction in plain C++, on random
+// words, for 1 to 9 steps of 256 bytes.
+TEST(ReadProbe, SumsInMemoryPassReadsEveryWord) {
+  if (detected_isa() != Isa::avx512) GTEST_SKIP() << "this CPU has no AVX-512 (the pass is AVX-512 only)";
+  const auto read = roofline_kernels(Isa::avx512).read[2];
+  ASSERT_NE(read, nullptr);
+  std::mt19937_64 rng(3);
+  for (size_t steps : {1, 2, 5, 9}) {
+    const size_t bytes = steps * 256;
+    auto* buf = static_cast<uint64_t*>(allocate_large(bytes));
+    ASSERT_NE(buf, nullptr);
+    for (size_t w = 0; w < bytes / 8; ++w) buf[w] = rng();
+    uint64_t sums[4][8] = {};
+    for (size_t w = 0; w < bytes / 8; ++w) sums[w / 8 % 4][w % 8] += buf[w];
+    uint64_t expect = 0;
+    for (const auto& line : sums)
+      for (uint64_t v : line) expect ^= v;
+    EXPECT_EQ(read(reinterpret_cast<const uint8_t*>(buf), bytes), expect) << steps << " steps";
+    std::free(buf);
+  }
 }
 
 }  // namespace

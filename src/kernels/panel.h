@@ -209,9 +209,11 @@ namespace amx {
 
 // AMX-INT8, quantized weights: a chunk's panels unpacked once (unpack_int8)
 // into records of kInt8BlockBytes per panel and block, panel i's block b at
-// i * nb + b: the 16 rows' codes as 8 B tile rows of 64 bytes (panel.h's
-// code vectors, which are what vpdpbusd and tdpbsud both take), then the
-// block's scales in f32, as the VNNI kernels make them.
+// i * nb + b: the 16 rows' codes as 8 B tile rows of 64 bytes (the code
+// vectors above: row j holds columns 4j..4j+3 of the 16 rows, the layout
+// vpdpbusd and tdpbssd both take), as signed bytes less their zero point
+// (matmul_amx.cpp: unpack_format), then the block's scales in f32, as the
+// VNNI kernels make them.
 constexpr int64_t kInt8BlockBytes = 11 * 64;
 void unpack_int8(PanelFormat format, const uint8_t* panel, int64_t cols, uint8_t* out);
 // A run of at most kInt8MaxPanels unpacked panels (args.panel,

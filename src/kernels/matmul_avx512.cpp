@@ -55,8 +55,9 @@ __m512i dot4(__m512i acc, __m512i u, const int8_t* s) {
 // (matvec/q4_k|q6_k, 3 rounds). On the Intel
 // host, 4-16 KiB ahead into L2 decoded alike (tinyllama Q4_0 bench) and
 // 2 KiB less; the K-quants read the same with T0 2 KiB and T1 8 KiB within
-// the noise (matvec/q4_k|q6_k, 2 rounds alternated).
-constexpr int kPrefetchBytes = 8192;
+// the noise (matvec/q4_k|q6_k, 2 rounds alternated). Decode's Q8_0 and
+// Q4_0 prefetch their codes line by line instead (formats_avx512.h:
+// load_line).
 // Always inlined: GCC 12 drops calls to a function that only prefetches,
 // judging it free of side effects (it did so to matmul_avx2.cpp's).
 template <int64_t kBytes, bool kNta>
@@ -183,6 +184,11 @@ template <class Format, bool kPrefetch, bool kNta, int T>
 void quant_tile(const PanelArgs& a, int64_t t0) {
   constexpr QuantLayout layout = Format::kLayout;
   constexpr int64_t kGroupBlocks = layout.group_blocks;
+  // Decode's Q8_0 and Q4_0 prefetch their codes line by line as they load
+  // them (load_line), and only the group's first line, its scales, here.
+  constexpr bool kLines = T == 1 && Format::kLinePrefetch && (kPrefetch || Format::kAlwaysPrefetch);
+  static_assert(!kLines || layout.meta_offset == 0, "the scales must be the group's first line");
+  constexpr int kLineHint = kLines ? (kNta ? _MM_HINT_NTA : _MM_HINT_T1) : -1;
   const int64_t nb = a.cols / kQBlock;
   const ActRow acts = act_row(a, t0);
   // A lone token is a group of its own (see panel_quant_impl): its blocks
@@ -196,10 +202,14 @@ void quant_tile(const PanelArgs& a, int64_t t0) {
     for (int64_t i = 0; i < kGroupBlocks && b0 + i < nb; ++i) {
       // Issued from inside the block loop: written before it, GCC 12 kept it
       // for the first group only.
-      if ((kPrefetch || Format::kAlwaysPrefetch) && i == 0) prefetch<layout.group_bytes, kNta && T == 1>(group);
+      if ((kPrefetch || Format::kAlwaysPrefetch) && i == 0) {
+        if constexpr (kLineHint >= 0) prefetch<64, kNta>(group);
+        else prefetch<layout.group_bytes, kNta && T == 1>(group);
+      }
       if constexpr (T > 1) asm("" : "+m"(acc), "+m"(off));  // in memory (see above)
       Block k;
-      Format::template load<T>(group, i, k);
+      if constexpr (kLineHint >= 0) Format::template load<T, kLineHint>(group, i, k);
+      else Format::template load<T>(group, i, k);
       accumulate_tokens<Format, T>(k, x + i * bs, acc, off);
     }
   for (int t = 0; t < T; ++t) store(a, t0 + t, _mm512_sub_ps(acc[t], off[t]));

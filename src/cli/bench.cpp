@@ -65,27 +65,20 @@ void run_single_bench(const BenchOptions& o) {
   // bf16 ones (three and two tile products per product, so at most a third
   // and a half of that peak); otherwise vpdpbusd for quantized weights, f32
   // FMAs for float ones.
-  enum class Peak { int8, f32, amx_int8, amx_bf16 };
-  const Peak unit = is_float_type(wtype)
-                        ? (c.peak_bf16_gflops > 0 && kernels::bf16_prompt_path(wtype) ? Peak::amx_bf16 : Peak::f32)
-                        : (c.peak_amx_int8_gops > 0 ? Peak::amx_int8 : Peak::int8);
-  double& peak = unit == Peak::amx_bf16   ? c.peak_bf16_gflops
-                 : unit == Peak::amx_int8 ? c.peak_amx_int8_gops
-                 : unit == Peak::f32      ? c.peak_f32_gflops
-                                          : c.peak_int8_gops;
-  const char* peak_name = unit == Peak::amx_bf16   ? "amx-bf16"
-                          : unit == Peak::amx_int8 ? "amx-int8"
-                          : unit == Peak::f32      ? "f32"
-                                                   : "int8";
-  auto measure_peak = [&] {
-    switch (unit) {
-      case Peak::amx_bf16: return kernels::measure_peak_bf16_gflops(pool);
-      case Peak::amx_int8: return kernels::measure_peak_amx_int8_gops(pool);
-      case Peak::f32: return kernels::measure_peak_f32_gflops(pool);
-      case Peak::int8: break;
-    }
-    return kernels::measure_peak_int8_gops(pool);
+  struct PeakUnit {
+    const char* name;
+    double MachineCeilings::*value;
+    double (*measure)(ThreadPool&);
   };
+  const PeakUnit unit =
+      is_float_type(wtype)
+          ? (c.peak_bf16_gflops > 0 && kernels::bf16_prompt_path(wtype)
+                 ? PeakUnit{"amx-bf16", &MachineCeilings::peak_bf16_gflops, kernels::measure_peak_bf16_gflops}
+                 : PeakUnit{"f32", &MachineCeilings::peak_f32_gflops, kernels::measure_peak_f32_gflops})
+          : (c.peak_amx_int8_gops > 0
+                 ? PeakUnit{"amx-int8", &MachineCeilings::peak_amx_int8_gops, kernels::measure_peak_amx_int8_gops}
+                 : PeakUnit{"int8", &MachineCeilings::peak_int8_gops, kernels::measure_peak_int8_gops});
+  double& peak = c.*unit.value;
 
   std::mt19937 rng(1);
   std::vector<int32_t> context(o.depth), prompt(o.prompt_tokens);
@@ -138,7 +131,7 @@ void run_single_bench(const BenchOptions& o) {
     runner.eval(prompt);
     const double pp_seconds = seconds_since(t0);
     pp.push_back(o.prompt_tokens / pp_seconds);
-    peaks.push_back(measure_peak());
+    peaks.push_back(unit.measure(pool));
     pp_frac.push_back(flops / pp_seconds / 1e9 / ((peaks[peaks.size() - 2] + peaks.back()) / 2));
     fill_context();
     int32_t next = prompt[0];
@@ -186,7 +179,7 @@ void run_single_bench(const BenchOptions& o) {
         pp_med, *std::min_element(pp.begin(), pp.end()), tg_med, *std::min_element(tg.begin(), tg.end()),
         static_cast<unsigned long long>(fp.bytes), bw_med, read_min, read_max, roofline,
         static_cast<unsigned long long>(kv_per_token), roofline_kv, pp_gflops, c.peak_int8_gops,
-        c.peak_f32_gflops, c.peak_bf16_gflops, c.peak_amx_int8_gops, peak_name, compute_frac);
+        c.peak_f32_gflops, c.peak_bf16_gflops, c.peak_amx_int8_gops, unit.name, compute_frac);
     return;
   }
   const std::string at = o.depth > 0 ? " @ d" + std::to_string(o.depth) : "";
@@ -194,7 +187,7 @@ void run_single_bench(const BenchOptions& o) {
               threads, o.reps);
   std::printf("  prefill pp%-5d%s %10.1f tokens/s (min %.1f)  %8.1f GFLOP/s = %.3f of peak %s %.1f\n",
               o.prompt_tokens, at.c_str(), pp_med, *std::min_element(pp.begin(), pp.end()), pp_gflops, compute_frac,
-              peak_name, peak);
+              unit.name, peak);
   std::printf("  decode  tg%-5d%s %10.2f tokens/s (min %.2f)\n", o.gen_tokens, at.c_str(), tg_med,
               *std::min_element(tg.begin(), tg.end()));
   std::printf("  weight bytes per token %.1f MB, read bandwidth %.2f GB/s (probe reads %.1f-%.1f) -> decode roofline "

@@ -51,7 +51,7 @@ ModelRunner::ModelRunner(const Model& model, KvCache& kv, ThreadPool& pool, int 
   const Weights& w = m_.weights();
   bool bf16_path = false;
   for (const LayerWeights& lw : w.layers)
-    for (const kernels::Matrix* mx : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w_gate, &lw.w_up, &lw.w_down})
+    for (const kernels::Matrix* mx : lw.matrices())
       bf16_path |= kernels::bf16_prompt_path(mx->type);
   if (bf16_path) bf16_acts_.resize(kernels::bf16_acts_values(max_tokens, widest) / 32);
   jobs_.resize(hp.n_layer);

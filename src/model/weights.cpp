@@ -104,7 +104,7 @@ Weights load_weights(const gguf::File& f, const HParams& hp, ThreadPool* pool) {
   // matrices share one allocation, in the order decode reads them.
   std::vector<kernels::Matrix*> order;
   for (LayerWeights& l : w.layers)
-    for (kernels::Matrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) order.push_back(m);
+    for (kernels::Matrix* m : l.matrices()) order.push_back(m);
   order.push_back(&w.output);
   w.packed = kernels::prepare_all(order, pool);
   return w;
@@ -118,7 +118,7 @@ MatmulFootprint matmul_footprint(const Weights& w) {
   };
   count(w.output);
   for (const LayerWeights& l : w.layers)
-    for (const kernels::Matrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) count(*m);
+    for (const kernels::Matrix* m : l.matrices()) count(*m);
   return f;
 }
 

@@ -2,6 +2,7 @@
 // The tensors of a llama-family model, located in the mapped GGUF file and
 // checked against the hyperparameters. Matrices stay in the mapping (no
 // copy); small vectors (norms, biases) are decoded to f32 once.
+#include <array>
 #include <vector>
 
 #include "kernels/matmul.h"
@@ -22,6 +23,10 @@ struct LayerWeights {
   std::vector<float> bq, bk, bv;  // qwen2 only; empty otherwise
   std::vector<float> ffn_norm;
   kernels::Matrix w_gate, w_up, w_down;
+
+  // The layer's weight matrices, in the order decode reads them.
+  std::array<kernels::Matrix*, 7> matrices() { return {&wq, &wk, &wv, &wo, &w_gate, &w_up, &w_down}; }
+  std::array<const kernels::Matrix*, 7> matrices() const { return {&wq, &wk, &wv, &wo, &w_gate, &w_up, &w_down}; }
 };
 
 struct Weights {

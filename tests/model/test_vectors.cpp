@@ -55,6 +55,15 @@ auto fast_step(SequenceRunner& fwd) {
   };
 }
 
+// Greedy decoding after a prompt: the argmax of the prompt's last logits,
+// then of each decode step's, until `n` ids.
+std::vector<int> greedy_continuation(SequenceRunner& fwd, std::span<const float> prompt_logits, size_t n) {
+  std::vector<int> out;
+  for (std::span<const float> logits = prompt_logits; out.size() < n; logits = fwd.decode(out.back()))
+    out.push_back(argmax(logits));
+  return out;
+}
+
 }  // namespace
 
 TEST(Stories260K, ReferenceMatchesVectors) {
@@ -166,16 +175,12 @@ TEST(TinyStories656K, Q8_0PromptOfTheVectorsContinuesThem) {
       if (amx && !llmserve::kernels::amx_detected()) continue;
       const llmserve::testing::AmxGuard guard(amx);
       SequenceRunner fwd(*model, pool, 512, TensorType::F32);
-      auto logits = fwd.eval(prompt);
+      const auto logits = fwd.eval(prompt);
       const std::vector<float> prompt_logits(logits.begin(), logits.end());
       if (amx) EXPECT_EQ(prompt_logits, vnni_logits) << "prompt of " << split << " ids: AMX-INT8 and VNNI differ";
       else vnni_logits = prompt_logits;
-      std::vector<int> cont;
-      while (split + cont.size() < expect.size()) {
-        cont.push_back(argmax(logits));
-        logits = fwd.decode(cont.back());
-      }
-      EXPECT_EQ(cont, std::vector<int>(expect.begin() + split, expect.end()))
+      EXPECT_EQ(greedy_continuation(fwd, prompt_logits, expect.size() - split),
+                std::vector<int>(expect.begin() + split, expect.end()))
           << "prompt of " << split << " ids, amx " << amx;
     }
   }
@@ -199,13 +204,8 @@ TEST(TinyStories656K, F16PromptOfTheVectorsContinuesThem) {
       SequenceRunner fwd(*model, pool, 512, TensorType::F32);
       std::vector<int32_t> prompt{1};
       prompt.insert(prompt.end(), expect.begin(), expect.begin() + split);
-      auto logits = fwd.eval(prompt);
-      std::vector<int> cont;
-      while (split + cont.size() < expect.size()) {
-        cont.push_back(argmax(logits));
-        logits = fwd.decode(cont.back());
-      }
-      EXPECT_EQ(cont, std::vector<int>(expect.begin() + split, expect.end()))
+      EXPECT_EQ(greedy_continuation(fwd, fwd.eval(prompt), expect.size() - split),
+                std::vector<int>(expect.begin() + split, expect.end()))
           << "prompt of " << split << " ids, amx " << amx;
     }
   }

@@ -13,7 +13,9 @@
 #include "core/fp16.h"
 #include "gguf/quant.h"
 #include "gguf/types.h"
+#include "core/thread_pool.h"
 #include "kernels/cpu.h"
+#include "kernels/matmul.h"
 
 namespace llmserve::testing {
 
@@ -97,6 +99,21 @@ inline size_t row_bytes_of(gguf::TensorType type, int64_t cols) {
   const auto info = gguf::type_info(type).value();
   return static_cast<size_t>(cols) / info.block_elems * info.block_bytes;
 }
+
+// A random matrix of `type` (random_rows) and its copy prepared for the
+// kernels (kernels::prepare). Built in place: w points into raw.
+struct RandomMatrix {
+  std::vector<uint8_t> raw;
+  kernels::Matrix w, prepared;
+  kernels::PackedWeights storage;
+  RandomMatrix(std::mt19937& rng, gguf::TensorType type, int64_t rows, int64_t cols, ThreadPool& pool)
+      : raw(random_rows(rng, type, rows, cols)),
+        w{type, raw.data(), rows, cols, row_bytes_of(type, cols)},
+        prepared(w),
+        storage(kernels::prepare(prepared, &pool)) {}
+  RandomMatrix(const RandomMatrix&) = delete;
+  RandomMatrix& operator=(const RandomMatrix&) = delete;
+};
 
 // raw's rows (row_bytes_of apart) decoded to f32 with the reference dequantizer.
 inline std::vector<float> dequantize_rows(gguf::TensorType type, const std::vector<uint8_t>& raw, int64_t rows,

@@ -50,11 +50,9 @@ TEST_P(Int8Tiles, GiveTheVnniKernelsBitsForEveryToken) {
   for (const Shape& s : shapes) {
     SCOPED_TRACE("rows " + std::to_string(s.rows) + " cols " + std::to_string(s.cols) + " tokens " +
                  std::to_string(s.n_tokens));
-    const auto raw = llmserve::testing::random_rows(rng, type, s.rows, s.cols);
+    const llmserve::testing::RandomMatrix m(rng, type, s.rows, s.cols, pool);
+    const Matrix &w = m.w, &prepared = m.prepared;
     const auto x = llmserve::testing::random_floats(rng, static_cast<size_t>(s.n_tokens * s.cols));
-    Matrix w{type, raw.data(), s.rows, s.cols, llmserve::testing::row_bytes_of(type, s.cols)};
-    Matrix prepared = w;
-    const PackedWeights storage = prepare(prepared, &pool);
     const size_t n_out = static_cast<size_t>(s.rows * s.n_tokens);
     std::vector<float> tiles(n_out), tiles_unprepared(n_out), vnni(n_out);
     matmul(prepared, x.data(), s.n_tokens, tiles.data(), pool);
@@ -97,11 +95,9 @@ TEST_P(Bf16Matmul, MatchesReferenceAndIsBatchInvariant) {
   for (const Case& s : cases) {
     SCOPED_TRACE("rows " + std::to_string(s.rows) + " cols " + std::to_string(s.cols) + " tokens " +
                  std::to_string(s.n_tokens) + " bf16 " + std::to_string(s.n_bf16));
-    const auto raw = llmserve::testing::random_rows(rng, type, s.rows, s.cols);
+    const llmserve::testing::RandomMatrix m(rng, type, s.rows, s.cols, pool);
+    const Matrix &w = m.w, &prepared = m.prepared;
     const auto x = llmserve::testing::random_floats(rng, static_cast<size_t>(s.n_tokens * s.cols));
-    Matrix w{type, raw.data(), s.rows, s.cols, llmserve::testing::row_bytes_of(type, s.cols)};
-    Matrix prepared = w;
-    const PackedWeights storage = prepare(prepared, &pool);
     const size_t n_out = static_cast<size_t>(s.rows * s.n_tokens);
 
     Q8Act acts;  // the job only keeps the pointers
@@ -121,7 +117,7 @@ TEST_P(Bf16Matmul, MatchesReferenceAndIsBatchInvariant) {
       EXPECT_TRUE(std::equal(y1.begin(), y1.end(), y.begin() + t * s.rows)) << "token " << t << " alone differs";
     }
 
-    const auto wf = llmserve::testing::dequantize_rows(type, raw, s.rows, s.cols);
+    const auto wf = llmserve::testing::dequantize_rows(type, m.raw, s.rows, s.cols);
     const double bound = 1.0 / 32768;
     int bad = 0;
     for (int64_t t = 0; t < s.n_bf16 && bad < 5; ++t)

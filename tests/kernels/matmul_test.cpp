@@ -80,15 +80,13 @@ TEST_P(MatmulTest, MatchesReference) {
   for (const Shape& s : shapes_for(type)) {
     SCOPED_TRACE("rows " + std::to_string(s.rows) + " cols " + std::to_string(s.cols) + " tokens " +
                  std::to_string(s.n_tokens));
-    const auto raw = llmserve::testing::random_rows(rng, type, s.rows, s.cols);
+    const llmserve::testing::RandomMatrix m(rng, type, s.rows, s.cols, pool);
+    const Matrix &w = m.w, &prepared = m.prepared;
     const auto x = llmserve::testing::random_floats(rng, static_cast<size_t>(s.n_tokens * s.cols));
-    Matrix w{type, raw.data(), s.rows, s.cols, llmserve::testing::row_bytes_of(type, s.cols)};
     const size_t n_out = static_cast<size_t>(s.rows * s.n_tokens);
 
     std::vector<float> y_unprepared(n_out), y(n_out), ref(n_out), ref_q(n_out);
     matmul(w, x.data(), s.n_tokens, y_unprepared.data(), pool);
-    Matrix prepared = w;
-    const PackedWeights storage = prepare(prepared, &pool);
     EXPECT_EQ(prepared.packed != nullptr, has_own_panel_format(type));
     matmul(prepared, x.data(), s.n_tokens, y.data(), pool);
     EXPECT_EQ(y, y_unprepared) << "prepared and on-the-fly panels must give identical results";
@@ -114,7 +112,7 @@ TEST_P(MatmulTest, MatchesReference) {
     const auto xq = int_kernel ? rounded_activations(x, s.n_tokens, s.cols) : x;
     matmul_reference(w, xq.data(), s.n_tokens, ref_q.data());
 
-    const auto wf = llmserve::testing::dequantize_rows(type, raw, s.rows, s.cols);
+    const auto wf = llmserve::testing::dequantize_rows(type, m.raw, s.rows, s.cols);
     int bad = 0;
     for (int64_t t = 0; t < s.n_tokens && bad < 5; ++t)
       for (int64_t r = 0; r < s.rows && bad < 5; ++r) {

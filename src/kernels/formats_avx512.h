@@ -31,11 +31,15 @@ constexpr int kPrefetchBytes = 8192;
 // A 64-byte line of codes; with kHint (_MM_HINT_T1 or _MM_HINT_NTA, -1:
 // none) the line kPrefetchBytes on is prefetched just before it, in one asm
 // statement so that the two stay together: written as intrinsics, GCC
-// gathered a block's prefetches into a burst again. Decode's Q8_0 and
-// Q4_0 prefetch this way, one line per line read, as the f16 kernel does,
-// where they prefetched a group's lines at once: on the Intel AMX host
-// (bench_kernels decode_matmuls/tinyllama/*/grouped/team, alternated) Q8_0
-// 1.08-1.14x tokens/s in 6 runs of 7 (one level), Q4_0 1.03-1.07x.
+// gathered a block's prefetches into a burst again. Decode's quantized
+// formats prefetch this way, one line per line read, as the f16 kernel
+// does, where they prefetched a group's lines at once: on the Intel AMX
+// host (bench_kernels decode_matmuls/tinyllama/*/grouped/team, alternated)
+// Q8_0 1.08-1.14x tokens/s in 6 runs of 7 (one level), Q4_0 1.03-1.07x;
+// the K-quants, whose scales end the group, read at 0.74-0.77 (Q4_K) and
+// 0.79-0.80 (Q6_K) of the bytes' read rate where the burst read at
+// 0.59-0.62 and 0.62-0.67 (3 rounds), and `bench` decoded 1.22x as fast
+// on tinyllama Q4_K_M, 1.28x on Q6_K (3 rounds alternated).
 template <int kHint>
 [[gnu::always_inline]] inline __m512i load_line(const uint8_t* p) {
   if constexpr (kHint < 0) {
@@ -73,10 +77,11 @@ void nibbles_hi16(const uint8_t* p, __m512i* g) {
   }
 }
 
+template <int kHint = -1>
 void unpack_nibbles(const uint8_t* p, __m512i* g) {
   const __m512i low4 = _mm512_set1_epi8(15);
   for (int j = 0; j < 4; ++j) {
-    const __m512i v = _mm512_load_si512(p + 64 * j);
+    const __m512i v = load_line<kHint>(p + 64 * j);
     g[j] = _mm512_and_si512(v, low4);
     g[j + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
   }
@@ -87,7 +92,7 @@ void unpack_nibbles(const uint8_t* p, __m512i* g) {
 // load<T> unpacks a block for tiles of T tokens (only Q4_0 differs by T).
 struct Q8_0 {
   static constexpr const QuantLayout& kLayout = kQ8_0Layout;
-  static constexpr bool kTwoScales = false, kFoldedOffset = true, kAlwaysPrefetch = false, kLinePrefetch = true;
+  static constexpr bool kTwoScales = false, kFoldedOffset = true, kAlwaysPrefetch = false;
   static constexpr int kTileTokens = 16;
   static constexpr int kHighShift = 0;
   static constexpr float kCodeZero = 128;  // w = S * (code - kCodeZero)
@@ -106,7 +111,7 @@ struct Q8_0 {
 // stream, so it prefetches on every CPU (see prefetch).
 struct Q4_0 {
   static constexpr const QuantLayout& kLayout = kQ4_0Layout;
-  static constexpr bool kTwoScales = false, kFoldedOffset = true, kAlwaysPrefetch = true, kLinePrefetch = true;
+  static constexpr bool kTwoScales = false, kFoldedOffset = true, kAlwaysPrefetch = true;
   static constexpr int kTileTokens = 16;
   static constexpr int kHighShift = 4;
   static constexpr float kCodeZero = 8;
@@ -128,12 +133,12 @@ __m512 i8x16_to_ps(const uint8_t* p) {
 
 struct Q4_K {
   static constexpr const QuantLayout& kLayout = kQ4_KLayout;
-  static constexpr bool kTwoScales = false, kFoldedOffset = false, kAlwaysPrefetch = true, kLinePrefetch = false;
+  static constexpr bool kTwoScales = false, kFoldedOffset = false, kAlwaysPrefetch = true;
   static constexpr int kTileTokens = 16;
-  template <int T>
+  template <int T, int kHint = -1>
   static void load(const uint8_t* panel, int64_t b, Block& k) {
     const int64_t c = b % 8;
-    unpack_nibbles(panel + kLayout.codes(b), k.g);
+    unpack_nibbles<kHint>(panel + kLayout.codes(b), k.g);
     const uint8_t* meta = panel + kLayout.meta(b);
     k.s_lo = _mm512_mul_ps(load_f16x16(meta), u8x16_to_ps(meta + kQ4_KSc + c * 16));
     k.m_lo = _mm512_mul_ps(load_f16x16(meta + kQ4_KDmin), u8x16_to_ps(meta + kQ4_KM + c * 16));
@@ -144,21 +149,21 @@ struct Q4_K {
 // half's offset of -32 per code folded into that half's chain.
 struct Q6_K {
   static constexpr const QuantLayout& kLayout = kQ6_KLayout;
-  static constexpr bool kTwoScales = true, kFoldedOffset = true, kAlwaysPrefetch = true, kLinePrefetch = false;
+  static constexpr bool kTwoScales = true, kFoldedOffset = true, kAlwaysPrefetch = true;
   static constexpr int kTileTokens = 8;  // two chains per token
   static constexpr float kCodeZero = 32;
   static int32_t offset_lo(const Q8Act& x) { return x.neg32_sum_lo; }
   static int32_t offset_hi(const Q8Act& x) { return x.neg32_sum_hi; }
-  template <int T>
+  template <int T, int kHint = -1>
   static void load(const uint8_t* panel, int64_t b, Block& k) {
     const int64_t c = b % 8;
     const uint8_t* codes = panel + kLayout.codes(b);
-    unpack_nibbles(codes, k.g);
+    unpack_nibbles<kHint>(codes, k.g);
     // Group 4h+i's top bits are bits 2i..2i+1 of vector h: move them to bits
     // 4..5 (16-bit shifts; the 0x30 mask drops what crossed a byte) and OR.
     const __m512i top = _mm512_set1_epi8(0x30);
     for (int h = 0; h < 2; ++h) {
-      const __m512i v = _mm512_load_si512(codes + 256 + 64 * h);
+      const __m512i v = load_line<kHint>(codes + 256 + 64 * h);
       const __m512i shifted[4] = {_mm512_slli_epi16(v, 4), _mm512_slli_epi16(v, 2), v, _mm512_srli_epi16(v, 2)};
       for (int i = 0; i < 4; ++i) k.g[4 * h + i] = _mm512_ternarylogic_epi32(k.g[4 * h + i], shifted[i], top, 0xf8);
     }

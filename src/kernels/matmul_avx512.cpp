@@ -55,9 +55,8 @@ __m512i dot4(__m512i acc, __m512i u, const int8_t* s) {
 // (matvec/q4_k|q6_k, 3 rounds). On the Intel
 // host, 4-16 KiB ahead into L2 decoded alike (tinyllama Q4_0 bench) and
 // 2 KiB less; the K-quants read the same with T0 2 KiB and T1 8 KiB within
-// the noise (matvec/q4_k|q6_k, 2 rounds alternated). Decode's Q8_0 and
-// Q4_0 prefetch their codes line by line instead (formats_avx512.h:
-// load_line).
+// the noise (matvec/q4_k|q6_k, 2 rounds alternated). Decode prefetches
+// the codes line by line instead (formats_avx512.h: load_line).
 // Always inlined: GCC 12 drops calls to a function that only prefetches,
 // judging it free of side effects (it did so to matmul_avx2.cpp's).
 template <int64_t kBytes, bool kNta>
@@ -184,10 +183,9 @@ template <class Format, bool kPrefetch, bool kNta, int T>
 void quant_tile(const PanelArgs& a, int64_t t0) {
   constexpr QuantLayout layout = Format::kLayout;
   constexpr int64_t kGroupBlocks = layout.group_blocks;
-  // Decode's Q8_0 and Q4_0 prefetch their codes line by line as they load
-  // them (load_line), and only the group's first line, its scales, here.
-  constexpr bool kLines = T == 1 && Format::kLinePrefetch && (kPrefetch || Format::kAlwaysPrefetch);
-  static_assert(!kLines || layout.meta_offset == 0, "the scales must be the group's first line");
+  // Decode prefetches the codes line by line as it loads them (load_line),
+  // and only the group's scales here, which it reads without load_line.
+  constexpr bool kLines = T == 1 && (kPrefetch || Format::kAlwaysPrefetch);
   constexpr int kLineHint = kLines ? (kNta ? _MM_HINT_NTA : _MM_HINT_T1) : -1;
   const int64_t nb = a.cols / kQBlock;
   const ActRow acts = act_row(a, t0);
@@ -203,8 +201,8 @@ void quant_tile(const PanelArgs& a, int64_t t0) {
       // Issued from inside the block loop: written before it, GCC 12 kept it
       // for the first group only.
       if ((kPrefetch || Format::kAlwaysPrefetch) && i == 0) {
-        if constexpr (kLineHint >= 0) prefetch<64, kNta>(group);
-        else prefetch<layout.group_bytes, kNta && T == 1>(group);
+        if constexpr (kLineHint >= 0) prefetch<layout.meta_bytes(), kNta>(group + layout.meta_offset);
+        else prefetch<layout.group_bytes, false>(group);  // several tokens: not NTA (see prefetch)
       }
       if constexpr (T > 1) asm("" : "+m"(acc), "+m"(off));  // in memory (see above)
       Block k;

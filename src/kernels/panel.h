@@ -71,6 +71,8 @@ struct QuantLayout {
     return b / group_blocks * group_bytes + meta_offset + b % group_blocks * meta_stride;
   }
   constexpr int64_t panel_bytes(int64_t nb) const { return (nb + group_blocks - 1) / group_blocks * group_bytes; }
+  // A group's scale bytes: all of it but the codes.
+  constexpr int64_t meta_bytes() const { return group_bytes - group_blocks * code_bytes; }
 };
 constexpr QuantLayout kQ8_0Layout{2, 1088, 512, 64, 0, 32};
 constexpr QuantLayout kQ4_0Layout{2, 576, 256, 64, 0, 32};

@@ -40,6 +40,16 @@ constexpr int kPrefetchBytes = 8192;
 // 0.79-0.80 (Q6_K) of the bytes' read rate where the burst read at
 // 0.59-0.62 and 0.62-0.67 (3 rounds), and `bench` decoded 1.22x as fast
 // on tinyllama Q4_K_M, 1.28x on Q6_K (3 rounds alternated).
+// Each such load is followed by kLinePadNops nops. They do no work; our
+// guess is that by taking slots in the reorder buffer they keep the core
+// from running its demand loads far past the prefetched lines. In a
+// stand-alone model of the Q8_0 loop over 1 GiB, 3 raised the read from
+// 0.82-0.87 to 0.99 of the read probe's; in `bench` (scripts/ab_bench.py
+// --field tg_tps, tinyllama, alternated, every round level or better)
+// Q8_0 decoded 1.033x and 1.044x as fast (4 and 3 rounds), Q4_0 1.015x
+// and 1.008x, Q4_K_M 1.024x; 6 nops: Q8_0 1.011x, Q4_0 1.020x.
+constexpr int kLinePadNops = 3;
+
 template <int kHint>
 [[gnu::always_inline]] inline __m512i load_line(const uint8_t* p) {
   if constexpr (kHint < 0) {
@@ -47,9 +57,13 @@ template <int kHint>
   } else {
     __m512i v;
     if constexpr (kHint == _MM_HINT_NTA)
-      asm("prefetchnta %c2(%1)\n\tvmovdqa64 (%1), %0" : "=v"(v) : "r"(p), "i"(kPrefetchBytes), "m"(*reinterpret_cast<const uint8_t(*)[64]>(p)));
+      asm("prefetchnta %c2(%1)\n\tvmovdqa64 (%1), %0\n\t.rept %c4\n\tnop\n\t.endr"
+          : "=v"(v)
+          : "r"(p), "i"(kPrefetchBytes), "m"(*reinterpret_cast<const uint8_t(*)[64]>(p)), "i"(kLinePadNops));
     else
-      asm("prefetcht1 %c2(%1)\n\tvmovdqa64 (%1), %0" : "=v"(v) : "r"(p), "i"(kPrefetchBytes), "m"(*reinterpret_cast<const uint8_t(*)[64]>(p)));
+      asm("prefetcht1 %c2(%1)\n\tvmovdqa64 (%1), %0\n\t.rept %c4\n\tnop\n\t.endr"
+          : "=v"(v)
+          : "r"(p), "i"(kPrefetchBytes), "m"(*reinterpret_cast<const uint8_t(*)[64]>(p)), "i"(kLinePadNops));
     return v;
   }
 }

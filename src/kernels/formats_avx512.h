@@ -44,7 +44,8 @@ constexpr int kPrefetchBytes = 8192;
 // guess is that by taking slots in the reorder buffer they keep the core
 // from running its demand loads far past the prefetched lines. In a
 // stand-alone model of the Q8_0 loop over 1 GiB, 3 raised the read from
-// 0.82-0.87 to 0.99 of the read probe's; in `bench` (scripts/ab_bench.py
+// 0.82-0.87 to 0.99 of the read probe's (0.90-0.92 to 0.96 with the
+// group's scale line first, as the panels have it); in `bench` (scripts/ab_bench.py
 // --field tg_tps, tinyllama, alternated, every round level or better)
 // Q8_0 decoded 1.033x and 1.044x as fast (4 and 3 rounds), Q4_0 1.015x
 // and 1.008x, Q4_K_M 1.024x; 6 nops: Q8_0 1.011x, Q4_0 1.020x.
@@ -56,14 +57,14 @@ template <int kHint>
     return _mm512_load_si512(p);
   } else {
     __m512i v;
-    if constexpr (kHint == _MM_HINT_NTA)
-      asm("prefetchnta %c2(%1)\n\tvmovdqa64 (%1), %0\n\t.rept %c4\n\tnop\n\t.endr"
-          : "=v"(v)
-          : "r"(p), "i"(kPrefetchBytes), "m"(*reinterpret_cast<const uint8_t(*)[64]>(p)), "i"(kLinePadNops));
-    else
-      asm("prefetcht1 %c2(%1)\n\tvmovdqa64 (%1), %0\n\t.rept %c4\n\tnop\n\t.endr"
-          : "=v"(v)
-          : "r"(p), "i"(kPrefetchBytes), "m"(*reinterpret_cast<const uint8_t(*)[64]>(p)), "i"(kLinePadNops));
+    // The mnemonic has to be part of the template's string literal.
+#define LLMSERVE_LOAD_LINE(prefetch)                                                                \
+  asm(prefetch " %c2(%1)\n\tvmovdqa64 (%1), %0\n\t.rept %c4\n\tnop\n\t.endr"                      \
+      : "=v"(v)                                                                                     \
+      : "r"(p), "i"(kPrefetchBytes), "m"(*reinterpret_cast<const uint8_t(*)[64]>(p)), "i"(kLinePadNops))
+    if constexpr (kHint == _MM_HINT_NTA) LLMSERVE_LOAD_LINE("prefetchnta");
+    else LLMSERVE_LOAD_LINE("prefetcht1");
+#undef LLMSERVE_LOAD_LINE
     return v;
   }
 }

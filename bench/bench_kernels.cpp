@@ -17,7 +17,8 @@
 //                        has AMX, also matmul_vnni (quantized, AMX off) and
 //                        matmul_bf16 (f16 and bf16 weights, the tokens as
 //                        prompt tokens on AMX-BF16 tiles).
-//   attention, ops, thread pool fork/join, read bandwidth, peak loops.
+//   attention, ops, thread pool fork/join, read bandwidth, peak loops, and
+//   read_pattern (read_patterns.cpp): loop shapes against the read probe.
 //
 // Threads: LLMSERVE_THREADS (default: physical cores). ISA: LLMSERVE_ISA.
 #include <algorithm>
@@ -33,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_common.h"
 #include "core/fp16.h"
 #include "core/stats.h"
 #include "core/thread_pool.h"
@@ -44,20 +46,19 @@
 #include "kernels/roofline.h"
 
 namespace llmserve::bench {
+
+ThreadPool& pool() {
+  static ThreadPool p([] {
+    const char* env = std::getenv("LLMSERVE_THREADS");
+    return env ? std::atoi(env) : default_thread_count();
+  }());
+  return p;
+}
+
 namespace {
 
 using gguf::TensorType;
 using kernels::Matrix;
-
-int threads() {
-  const char* env = std::getenv("LLMSERVE_THREADS");
-  return env ? std::atoi(env) : default_thread_count();
-}
-
-ThreadPool& pool() {
-  static ThreadPool p(threads());
-  return p;
-}
 
 double read_bandwidth_gbs() {
   static const double gbs = kernels::measure_read_bandwidth(pool(), size_t{1} << 30, 5);
@@ -558,6 +559,7 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   llmserve::bench::register_matmuls();
   llmserve::bench::register_decode_chains();
+  llmserve::bench::register_read_patterns();
   benchmark::AddCustomContext("isa", std::string(llmserve::kernels::isa_name(llmserve::kernels::active_isa())));
   benchmark::AddCustomContext("threads", std::to_string(llmserve::bench::pool().size()));
   benchmark::RunSpecifiedBenchmarks();

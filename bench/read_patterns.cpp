@@ -1,0 +1,157 @@
+// read_pattern/*: how the shape of a streaming loop decides how much of the
+// read probe's rate (kernels/roofline.h) it gets, on AVX-512 CPUs.
+//
+// Decode's quantized kernels read their weights at about 0.87 of the probe
+// on the Intel AMX host, and stay there whatever they do with the bytes
+// (the same with plain adds in place of the dot products, or without the
+// scale loads). These loops read a 1 GiB buffer as decode reads a panel
+// (per 64-byte line: a prefetch 8 KiB ahead into L2, a load, an add) and
+// vary one thing at a time:
+//   nops:N     N nops after each line's load (the kernels' kLinePadNops);
+//   call:B     one call of the loop per B bytes (34816: a Q8_0 panel of
+//              2048 columns, as each_panel() calls the kernel per panel);
+//   claim:B    the bytes a thread claims at a time (ThreadPool::
+//              parallel_for_shares; 278528: a decode chunk of 8 such
+//              panels).
+//   groups     Q8_0's layout: per 1088-byte group a line of scales first,
+//              prefetched on its own, then two blocks of 8 code lines,
+//              each block loading its 32 bytes of scales (read_groups).
+// "vs_read" = the median over iterations of the loop's rate over the
+// probe's, read right after it on the same buffer.
+//
+// On the Intel AMX host (2 threads, 2 runs): no nops 0.80-0.83, 3 nops
+// 0.99-1.00; in panel calls and decode chunks 0.98-0.99; the group layout
+// 0.94-0.95, whole or in panel calls. The kernels in the same runs
+// (matvec/q8_0/32000x2048) 0.87-0.88. So neither the calls nor the claims
+// explain the kernels' gap; the layout costs the loop 0.04-0.05 of it.
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "bench_common.h"
+#include "core/stats.h"
+#include "kernels/cpu.h"
+#include "kernels/large_alloc.h"
+#include "kernels/roofline.h"
+
+namespace llmserve::bench {
+namespace {
+
+#if defined(__x86_64__)
+constexpr size_t kLoopBytes = 512;  // lines per loop iteration: 8
+
+// Lines [p, end), end - p a multiple of kLoopBytes.
+template <int kNops>
+[[gnu::noinline]] void read_lines(const uint8_t* p, const uint8_t* end) {
+  asm volatile(
+      "vpxorq %%zmm0, %%zmm0, %%zmm0\n"
+      "1:\n\t"
+      ".irp off, 0, 64, 128, 192, 256, 320, 384, 448\n\t"
+      "prefetcht1 %c[ahead]+\\off(%[p])\n\t"
+      "vmovdqa64 \\off(%[p]), %%zmm1\n\t"
+      ".rept %c[nops]\n\tnop\n\t.endr\n\t"
+      "vpaddq %%zmm1, %%zmm0, %%zmm0\n\t"
+      ".endr\n\t"
+      "add %[step], %[p]\n\t"
+      "cmp %[p], %[end]\n\t"
+      "ja 1b"
+      : [p] "+r"(p)
+      : [end] "r"(end), [ahead] "i"(8192), [nops] "i"(kNops), [step] "i"(kLoopBytes)
+      : "xmm0", "xmm1", "cc", "memory");
+}
+
+// The same over Q8_0 panels' groups of 1088 bytes (panel.h): a line of
+// scales, then two blocks of 8 lines of codes; each block also loads its
+// 32 bytes of scales as 16 floats. end - p a multiple of kGroupBytes.
+constexpr size_t kGroupBytes = 1088;
+template <int kNops>
+[[gnu::noinline]] void read_groups(const uint8_t* p, const uint8_t* end) {
+  asm volatile(
+      "vpxorq %%zmm0, %%zmm0, %%zmm0\n\t"
+      "vpxorq %%zmm3, %%zmm3, %%zmm3\n"
+      "1:\n\t"
+      "prefetcht1 %c[ahead](%[p])\n\t"
+      ".irp block, 0, 1\n\t"
+      ".irp line, 1, 2, 3, 4, 5, 6, 7, 8\n\t"
+      "prefetcht1 %c[ahead]+64*(8*\\block+\\line)(%[p])\n\t"
+      "vmovdqa64 64*(8*\\block+\\line)(%[p]), %%zmm1\n\t"
+      ".rept %c[nops]\n\tnop\n\t.endr\n\t"
+      "vpaddq %%zmm1, %%zmm0, %%zmm0\n\t"
+      ".endr\n\t"
+      "vcvtph2ps 32*\\block(%[p]), %%zmm2\n\t"
+      "vaddps %%zmm2, %%zmm3, %%zmm3\n\t"
+      ".endr\n\t"
+      "add %[step], %[p]\n\t"
+      "cmp %[p], %[end]\n\t"
+      "ja 1b"
+      : [p] "+r"(p)
+      : [end] "r"(end), [ahead] "i"(8192), [nops] "i"(kNops), [step] "i"(kGroupBytes)
+      : "xmm0", "xmm1", "xmm2", "xmm3", "cc", "memory");
+}
+
+struct Pattern {
+  void (*read)(const uint8_t*, const uint8_t*);
+  size_t call_bytes, claim_bytes;  // claim_bytes a multiple of call_bytes, itself of kLoopBytes
+};
+
+constexpr size_t kBufferBytes = size_t{1} << 30;
+
+const uint8_t* buffer() {
+  static const uint8_t* buf = [] {
+    auto* p = static_cast<uint8_t*>(kernels::allocate_large(kBufferBytes));
+    std::memset(p, 1, kBufferBytes);
+    return p;
+  }();
+  return buf;
+}
+
+void read_pattern(benchmark::State& state, Pattern pattern) {
+  const size_t claims = kBufferBytes / pattern.claim_bytes, bytes = claims * pattern.claim_bytes;
+  const uint8_t* buf = buffer();
+  std::vector<double> vs_read;
+  for (auto _ : state) {
+    const auto start = std::chrono::steady_clock::now();
+    pool().parallel_for_shares(static_cast<int64_t>(claims), [&](int64_t c) {
+      const uint8_t* claim = buf + c * pattern.claim_bytes;
+      for (size_t off = 0; off < pattern.claim_bytes; off += pattern.call_bytes)
+        pattern.read(claim + off, claim + off + pattern.call_bytes);
+    });
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    state.SetIterationTime(s);
+    vs_read.push_back(kernels::read_seconds(pool(), buf, bytes / 256 * 256) / s);
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(bytes * state.iterations()));
+  state.counters["vs_read"] = median(vs_read);
+}
+
+constexpr size_t kPanel = 34816, kChunk = 8 * kPanel, kMiB = size_t{1} << 20;
+
+#endif
+
+}  // namespace
+
+void register_read_patterns() {
+#if defined(__x86_64__)
+  if (kernels::active_isa() != kernels::Isa::avx512) return;
+  const struct {
+    const char* name;
+    Pattern pattern;
+  } patterns[] = {
+      {"nops:0/call:1MiB/claim:1MiB", {read_lines<0>, kMiB, kMiB}},
+      {"nops:3/call:1MiB/claim:1MiB", {read_lines<3>, kMiB, kMiB}},
+      {"nops:3/call:34816/claim:278528", {read_lines<3>, kPanel, kChunk}},
+      {"groups/nops:3/call:1114112/claim:1114112", {read_groups<3>, 4 * kChunk, 4 * kChunk}},
+      {"groups/nops:3/call:34816/claim:278528", {read_groups<3>, kPanel, kChunk}},
+  };
+  for (const auto& p : patterns)
+    benchmark::RegisterBenchmark((std::string("read_pattern/") + p.name).c_str(), read_pattern, p.pattern)
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond)
+        ->Iterations(6);
+#endif
+}
+
+}  // namespace llmserve::bench

@@ -43,7 +43,8 @@ namespace {
 #if defined(__x86_64__)
 constexpr size_t kLoopBytes = 512;  // lines per loop iteration: 8
 
-// Lines [p, end), end - p a multiple of kLoopBytes.
+// Lines [p, end): p 64-byte aligned, end - p a positive multiple of
+// kLoopBytes.
 template <int kNops>
 [[gnu::noinline]] void read_lines(const uint8_t* p, const uint8_t* end) {
   asm volatile(
@@ -65,7 +66,8 @@ template <int kNops>
 
 // The same over Q8_0 panels' groups of 1088 bytes (panel.h): a line of
 // scales, then two blocks of 8 lines of codes; each block also loads its
-// 32 bytes of scales as 16 floats. end - p a multiple of kGroupBytes.
+// 32 bytes of scales as 16 floats. end - p a positive multiple of
+// kGroupBytes.
 constexpr size_t kGroupBytes = 1088;
 template <int kNops>
 [[gnu::noinline]] void read_groups(const uint8_t* p, const uint8_t* end) {
@@ -94,7 +96,7 @@ template <int kNops>
 
 struct Pattern {
   void (*read)(const uint8_t*, const uint8_t*);
-  size_t call_bytes, claim_bytes;  // claim_bytes a multiple of call_bytes, itself of kLoopBytes
+  size_t call_bytes, claim_bytes;  // claim_bytes a multiple of call_bytes, itself of the loop's step
 };
 
 constexpr size_t kBufferBytes = size_t{1} << 30;
@@ -102,7 +104,7 @@ constexpr size_t kBufferBytes = size_t{1} << 30;
 const uint8_t* buffer() {
   static const uint8_t* buf = [] {
     auto* p = static_cast<uint8_t*>(kernels::allocate_large(kBufferBytes));
-    std::memset(p, 1, kBufferBytes);
+    if (p) std::memset(p, 1, kBufferBytes);
     return p;
   }();
   return buf;
@@ -111,6 +113,10 @@ const uint8_t* buffer() {
 void read_pattern(benchmark::State& state, Pattern pattern) {
   const size_t claims = kBufferBytes / pattern.claim_bytes, bytes = claims * pattern.claim_bytes;
   const uint8_t* buf = buffer();
+  if (!buf) {
+    state.SkipWithError("cannot allocate the 1 GiB buffer");
+    return;
+  }
   std::vector<double> vs_read;
   for (auto _ : state) {
     const auto start = std::chrono::steady_clock::now();

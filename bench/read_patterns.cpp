@@ -42,6 +42,7 @@ namespace {
 
 #if defined(__x86_64__)
 constexpr size_t kLoopBytes = 512;  // lines per loop iteration: 8
+constexpr int kAheadBytes = 8192;   // decode's prefetch distance (kPrefetchBytes, kernels/formats_avx512.h)
 
 // Lines [p, end): p 64-byte aligned, end - p a positive multiple of
 // kLoopBytes.
@@ -60,7 +61,7 @@ template <int kNops>
       "cmp %[p], %[end]\n\t"
       "ja 1b"
       : [p] "+r"(p)
-      : [end] "r"(end), [ahead] "i"(8192), [nops] "i"(kNops), [step] "i"(kLoopBytes)
+      : [end] "r"(end), [ahead] "i"(kAheadBytes), [nops] "i"(kNops), [step] "i"(kLoopBytes)
       : "xmm0", "xmm1", "cc", "memory");
 }
 
@@ -90,7 +91,7 @@ template <int kNops>
       "cmp %[p], %[end]\n\t"
       "ja 1b"
       : [p] "+r"(p)
-      : [end] "r"(end), [ahead] "i"(8192), [nops] "i"(kNops), [step] "i"(kGroupBytes)
+      : [end] "r"(end), [ahead] "i"(kAheadBytes), [nops] "i"(kNops), [step] "i"(kGroupBytes)
       : "xmm0", "xmm1", "xmm2", "xmm3", "cc", "memory");
 }
 

@@ -19,9 +19,9 @@
 // "vs_read" = the median over iterations of the loop's rate over the
 // probe's, read right after it on the same buffer.
 //
-// On the Intel AMX host (2 threads, 2 runs): no nops 0.80-0.83, 3 nops
-// 0.99-1.00; in panel calls and decode chunks 0.98-0.99; the group layout
-// 0.94-0.95, whole or in panel calls. The kernels in the same runs
+// On the Intel AMX host (2 threads, 3 runs): no nops 0.80-0.84, 3 nops
+// 0.99-1.01; in panel calls and decode chunks 0.98-0.99; the group layout
+// 0.94-0.97, whole or in panel calls. The kernels in the same runs
 // (matvec/q8_0/32000x2048) 0.87-0.88. So neither the calls nor the claims
 // explain the kernels' gap; the layout costs the loop 0.04-0.05 of it.
 #include <benchmark/benchmark.h>
@@ -44,6 +44,18 @@ namespace {
 constexpr size_t kLoopBytes = 512;  // lines per loop iteration: 8
 constexpr int kAheadBytes = 8192;   // decode's prefetch distance (kPrefetchBytes, kernels/formats_avx512.h)
 
+// The asm both loops are made of. READ_LINE(off): the line at byte `off`
+// (an assembler expression) from %[p] as decode reads it: prefetched
+// %[ahead] bytes on, loaded, %[nops] nops, added into zmm0. NEXT_STEP: on
+// by %[step] bytes, back to label 1 while short of %[end]. One text for
+// both, so that the loops differ only in the layout they walk.
+#define READ_LINE(off)                                      \
+  "prefetcht1 %c[ahead]+" off "(%[p])\n\t"                 \
+  "vmovdqa64 " off "(%[p]), %%zmm1\n\t"                    \
+  ".rept %c[nops]\n\tnop\n\t.endr\n\t"                     \
+  "vpaddq %%zmm1, %%zmm0, %%zmm0\n\t"
+#define NEXT_STEP "add %[step], %[p]\n\tcmp %[p], %[end]\n\tja 1b"
+
 // Lines [p, end): p 64-byte aligned, end - p a positive multiple of
 // kLoopBytes.
 template <int kNops>
@@ -52,14 +64,9 @@ template <int kNops>
       "vpxorq %%zmm0, %%zmm0, %%zmm0\n"
       "1:\n\t"
       ".irp off, 0, 64, 128, 192, 256, 320, 384, 448\n\t"
-      "prefetcht1 %c[ahead]+\\off(%[p])\n\t"
-      "vmovdqa64 \\off(%[p]), %%zmm1\n\t"
-      ".rept %c[nops]\n\tnop\n\t.endr\n\t"
-      "vpaddq %%zmm1, %%zmm0, %%zmm0\n\t"
+      READ_LINE("\\off")
       ".endr\n\t"
-      "add %[step], %[p]\n\t"
-      "cmp %[p], %[end]\n\t"
-      "ja 1b"
+      NEXT_STEP
       : [p] "+r"(p)
       : [end] "r"(end), [ahead] "i"(kAheadBytes), [nops] "i"(kNops), [step] "i"(kLoopBytes)
       : "xmm0", "xmm1", "cc", "memory");
@@ -79,21 +86,18 @@ template <int kNops>
       "prefetcht1 %c[ahead](%[p])\n\t"
       ".irp block, 0, 1\n\t"
       ".irp line, 1, 2, 3, 4, 5, 6, 7, 8\n\t"
-      "prefetcht1 %c[ahead]+64*(8*\\block+\\line)(%[p])\n\t"
-      "vmovdqa64 64*(8*\\block+\\line)(%[p]), %%zmm1\n\t"
-      ".rept %c[nops]\n\tnop\n\t.endr\n\t"
-      "vpaddq %%zmm1, %%zmm0, %%zmm0\n\t"
+      READ_LINE("64*(8*\\block+\\line)")
       ".endr\n\t"
       "vcvtph2ps 32*\\block(%[p]), %%zmm2\n\t"
       "vaddps %%zmm2, %%zmm3, %%zmm3\n\t"
       ".endr\n\t"
-      "add %[step], %[p]\n\t"
-      "cmp %[p], %[end]\n\t"
-      "ja 1b"
+      NEXT_STEP
       : [p] "+r"(p)
       : [end] "r"(end), [ahead] "i"(kAheadBytes), [nops] "i"(kNops), [step] "i"(kGroupBytes)
       : "xmm0", "xmm1", "xmm2", "xmm3", "cc", "memory");
 }
+#undef READ_LINE
+#undef NEXT_STEP
 
 struct Pattern {
   void (*read)(const uint8_t*, const uint8_t*);

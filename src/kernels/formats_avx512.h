@@ -42,10 +42,10 @@ constexpr int kPrefetchBytes = 8192;
 // on tinyllama Q4_K_M, 1.28x on Q6_K (3 rounds alternated).
 // Each such load is followed by kLinePadNops nops. They do no work; our
 // guess is that by taking slots in the reorder buffer they keep the core
-// from running its demand loads far past the prefetched lines. In a
-// stand-alone model of the Q8_0 loop over 1 GiB, 3 raised the read from
-// 0.82-0.87 to 0.99 of the read probe's (0.90-0.92 to 0.96 with the
-// group's scale line first, as the panels have it); in `bench` (scripts/ab_bench.py
+// from running its demand loads far past the prefetched lines. In the
+// loop alone over 1 GiB (bench_kernels read_pattern/*), 3 raise the read
+// from 0.80-0.84 to 0.99-1.01 of the read probe's, and the Q8_0 group
+// layout reads at 0.94-0.97 with them; in `bench` (scripts/ab_bench.py
 // --field tg_tps, tinyllama, alternated, every round level or better)
 // Q8_0 decoded 1.033x and 1.044x as fast (4 and 3 rounds), Q4_0 1.015x
 // and 1.008x, Q4_K_M 1.024x; 6 nops: Q8_0 1.011x, Q4_0 1.020x.

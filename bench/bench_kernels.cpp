@@ -510,7 +510,7 @@ void BM_AttentionDecodeQ8_0(benchmark::State& s) { attention(s, kTinyllamaAttent
 void BM_AttentionDecodeF16Llama3(benchmark::State& s) { attention(s, kLlama3Attention, TensorType::F16, false); }
 void BM_AttentionDecodeF16Mha(benchmark::State& s) { attention(s, kStoriesAttention, TensorType::F16, false); }
 BENCHMARK(BM_AttentionPrefillF16)->Arg(128)->Arg(512)->UseRealTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_AttentionDecodeF16)->Arg(512)->Arg(2048)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_AttentionDecodeF16)->Arg(64)->Arg(512)->Arg(2048)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_AttentionDecodeQ8_0)->Arg(2048)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_AttentionDecodeF16Llama3)->Arg(2048)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_AttentionDecodeF16Mha)->Arg(512)->Arg(2048)->UseRealTime()->Unit(benchmark::kMicrosecond);

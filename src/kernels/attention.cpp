@@ -85,8 +85,8 @@ void AttentionJob::plan(const AttentionShape& shape, const KvLayout& layout, con
     // On AVX-512 (Intel, a6e366b against 16330d0: this and the softmax per
     // 8 blocks together), from memory / in L3: stories110m's 1.24x /
     // 1.10x, Llama 2 7B's 1.75x / 1.50x, Llama 3 8B's 1.24x, tinyllama's
-    // 1.07x (from memory). Items are then split over their keys for the
-    // threads (split_decode_items).
+    // 1.07x (from memory). Items are then split over their keys or their
+    // KV heads for the threads (split_decode_items).
     if (seqs[s].n_q == 1 && group <= narrow_rows_max(lanes)) {
       items_.push_back({.seq = &seqs[s], .kv_head = 0, .t0 = 0, .t1 = 1, .n_heads = shape.n_head_kv});
       item_heads = shape.n_head_kv;
@@ -107,7 +107,14 @@ void AttentionJob::split_decode_items(int n_threads, int lanes) {
   // Enough items for the threads to finish level, taken longest first from
   // one queue: 4 per thread. Parts of at least kMinPartKeys keys per KV head
   // keep what each part costs beyond its keys (its queries in, its partial
-  // out, the merge) small.
+  // out, the merge) small. An item with too few keys for two such parts is
+  // split over its KV heads instead, when there are fewer items than
+  // threads: a lone decode token of tinyllama below 128 keys was one item,
+  // and the other thread waited it out. Split, BM_AttentionDecodeF16/64
+  // (2 threads) took 5.6-6.0 us instead of 8.0-8.6, and `bench -p 16 -n
+  // 128` decoded tinyllama Q4_0 1.013x as fast (6 rounds alternated, range
+  // 1.007-1.020), Q8_0 1.009x (4, 0.971-1.013), stories110m Q8_0 1.021x (4,
+  // 0.992-1.047).
   constexpr int64_t kMinPartKeys = 256;
   merges_.clear();
   const int64_t wanted = 4 * int64_t{n_threads}, n_items = static_cast<int64_t>(items_.size());
@@ -117,19 +124,28 @@ void AttentionJob::split_decode_items(int n_threads, int lanes) {
     const int64_t min_keys = std::max<int64_t>(lanes, kMinPartKeys / it.n_heads);
     return std::max<int64_t>(1, std::min((wanted + n_items - 1) / n_items, keys_end(it) / min_keys));
   };
+  auto head_parts_of = [&](const AttentionItem& it) {
+    if (it.t1 - it.t0 != 1 || n_items >= n_threads) return 1;
+    return std::min(it.n_heads, static_cast<int>((n_threads + n_items - 1) / n_items));
+  };
   // A part's partial: [rows][2 + head_dim] for its one token's rows.
   auto part_floats = [&](const AttentionItem& it) { return int64_t{item_heads(shape_, it)} * (2 + shape_.head_dim); };
   int64_t n_floats = 0;
   for (const AttentionItem& it : items_)
     if (const int64_t p = parts_of(it); p > 1) n_floats += p * part_floats(it);
-  if (n_floats == 0) return;
   partials_.resize(static_cast<size_t>(n_floats));
   std::vector<AttentionItem> items;
   float* next = partials_.data();
   for (const AttentionItem& it : items_) {
     const int64_t parts = parts_of(it);
     if (parts == 1) {
-      items.push_back(it);
+      const int head_parts = head_parts_of(it);
+      for (int p = 0; p < head_parts; ++p) {
+        AttentionItem part = it;
+        part.kv_head = it.kv_head + it.n_heads * p / head_parts;
+        part.n_heads = it.kv_head + it.n_heads * (p + 1) / head_parts - part.kv_head;
+        items.push_back(part);
+      }
       continue;
     }
     merges_.push_back({it, next, static_cast<int>(parts)});

@@ -131,6 +131,33 @@ TEST_P(AttentionTest, SplitDecodeMatchesReference) {
   }
 }
 
+// Decode with too few keys to split over them (below 2 x 256 / n_head_kv
+// per sequence) and fewer sequences than threads: each sequence's item is
+// split over its KV heads, into ceil(threads / sequences) parts at most,
+// without merges; two sequences on 2 threads stay an item each.
+TEST_P(AttentionTest, HeadSplitDecodeMatchesReference) {
+  const auto [type, isa] = GetParam();
+  IsaGuard guard(isa);
+  std::mt19937 rng(13);
+  for (int threads : {2, 3}) {
+    ThreadPool pool(threads);
+    for (const Case& c : {Case{32, 4, 64, 16}, Case{8, 2, 64, 16}, Case{6, 3, 32, 32}, Case{4, 1, 64, 16}}) {
+      SCOPED_TRACE("threads " + std::to_string(threads) + " heads " + std::to_string(c.n_head) + "/" +
+                   std::to_string(c.n_head_kv));
+      for (const auto& batch : {std::vector<std::pair<int, int>>{{40, 1}}, {{40, 1}, {20, 1}}}) {
+        Fixture f(c, type, batch, rng);
+        AttentionJob job;
+        job.plan(f.shape, f.layout, f.seqs.data(), static_cast<int>(f.seqs.size()), pool.size());
+        EXPECT_EQ(job.merges(), 0);
+        const int n_seqs = static_cast<int>(batch.size());
+        const int parts = n_seqs >= threads ? 1 : std::min(c.n_head_kv, (threads + n_seqs - 1) / n_seqs);
+        EXPECT_EQ(job.items(), n_seqs * parts);
+        ASSERT_NO_FATAL_FAILURE(f.expect_matches_reference(pool));
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(KvTypes, AttentionTest,
                          ::testing::Combine(::testing::Values(TensorType::F32, TensorType::F16, TensorType::Q8_0),
                                             ::testing::ValuesIn(llmserve::testing::runnable_isas())),

@@ -36,7 +36,7 @@ constexpr int kPrefetchBytes = 8192;
 // does, where they prefetched a group's lines at once: on the Intel AMX
 // host (bench_kernels decode_matmuls/tinyllama/*/grouped/team, alternated)
 // Q8_0 1.08-1.14x tokens/s in 6 runs of 7 (one level), Q4_0 1.03-1.07x;
-// the K-quants, whose scales end the group, read at 0.74-0.77 (Q4_K) and
+// the K-quants, whose scales then ended the group, read at 0.74-0.77 (Q4_K) and
 // 0.79-0.80 (Q6_K) of the bytes' read rate where the burst read at
 // 0.59-0.62 and 0.62-0.67 (3 rounds), and `bench` decoded 1.22x as fast
 // on tinyllama Q4_K_M, 1.28x on Q6_K (3 rounds alternated).

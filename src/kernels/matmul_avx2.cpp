@@ -380,13 +380,14 @@ template <class Format>
 // the same bytes either way, so the stream, not the arithmetic, is what is
 // short.
 // The prefetches go in address order, the scale lines before the codes or
-// after them as the layout has them: the K-quants keep their scales after
-// the codes, and with those lines prefetched at the group's start, 2-3 KiB
-// ahead of its codes', tinyllama's decode step read at 0.69-0.72 (Q4_K)
+// after them as the layout has them: when the K-quants kept their scales
+// after the codes, with those lines prefetched at the group's start, 2-3
+// KiB ahead of its codes', tinyllama's decode step read at 0.69-0.72 (Q4_K)
 // and 0.57-0.66 (Q6_K) of a plain read of its bytes; in order, at 0.85 and
 // 0.89 (bench_kernels decode_matmuls, medians of 6 rounds, Zen 3 host).
-// Moving the scales to the front of the layout instead measured the same
-// here.
+// The scales at the front of the layout measured the same there, and on
+// the Intel AMX host (tinyllama Q4_K_M, LLMSERVE_ISA=avx2, 3 rounds
+// alternated: 0.998x).
 template <class Format>
 void decode_panel(const PanelArgs& a) {
   constexpr QuantLayout layout = Format::kLayout;

@@ -14,26 +14,30 @@
 //   vpdpbusd multiplies with 4 broadcast activation bytes.
 // A panel is one stream of groups, each the codes and scales of a few
 // blocks, 64-byte aligned (QuantLayout below), so decode reads it front to
-// back with nothing else in flight. Q8_0 and Q4_0 put the scales first: the
+// back with nothing else in flight. Every format puts the scales first: the
 // kernels load a block's scales along with its codes, and scales after the
 // codes made that one load jump ahead of the stream the prefetchers follow
 // (Q4_0 decode 7% slower in `bench`, its kernel on one large matrix 15%).
-// The K-quants, which prefetch in software, keep them last: with their
-// scales first, Q4_K decode measured the same and Q6_K 18% slower (one
-// large matrix, AVX-512). The AVX2 decode kernel read them the same either
-// way once its prefetches went in address order (matmul_avx2.cpp).
+// The K-quants kept theirs last while their decode prefetched a group at
+// once (then Q6_K read 18% slower with them first); since it prefetches
+// line by line, first reads faster on the Intel AMX host (alternated
+// against last: bench_kernels decode_matmuls/tinyllama/*/grouped/team
+// vs_read Q4_K 0.76-0.77 -> 0.81-0.83, Q6_K 0.83-0.84 -> 0.84, 3 rounds;
+// matvec/*/32000x2048 Q4_K 0.83 -> 0.85-0.86, Q6_K 0.84 -> 0.86-0.87;
+// `bench` tinyllama Q4_K_M 1.053x, Q4_K 1.059x, Q6_K 1.027x). The AVX2
+// decode kernel reads them the same either way (matmul_avx2.cpp).
 //   q8_0: group = 2 blocks: f16 d[2][16], then codes [2][8 groups][64] =
 //         qs ^ 0x80                                       (S = d, M = 128 d)
 //   q4_0: group = 2 blocks: f16 d[2][16], then codes [2][4][64], byte = the
 //         original qs byte (low nibble: group j < 4, high nibble: group j + 4)
 //                                                          (S = d, M = 8 d)
-//   q4_k: group = 1 super-block: codes [8 blocks][4][64] nibbles as q4_0,
-//         then f16 d[16], f16 dmin[16], u8 sc[8][16], u8 m[8][16]
+//   q4_k: group = 1 super-block: f16 d[16], f16 dmin[16], u8 sc[8][16],
+//         u8 m[8][16], then codes [8 blocks][4][64] nibbles as q4_0
 //                                                   (S = d sc, M = dmin m)
-//   q6_k: group = 1 super-block: codes [8 blocks][6][64]: 4 nibble vectors
-//         as q4_0, then 2 vectors of the top 2 bits (vector h, bits 2s..2s+1
-//         of byte r*4+i belong to group 4h+s); then f16 d[16],
-//         i8 sc[16 sub-blocks of 16 columns][16], 32 bytes padding
+//   q6_k: group = 1 super-block: f16 d[16], i8 sc[16 sub-blocks of 16
+//         columns][16], 32 bytes padding, then codes [8 blocks][6][64]: 4
+//         nibble vectors as q4_0, then 2 vectors of the top 2 bits (vector
+//         h, bits 2s..2s+1 of byte r*4+i belong to group 4h+s)
 //                                                   (S = d sc, M = 32 S)
 // An odd last q8_0 / q4_0 block gets a zero partner.
 // Float formats: [cols][16] values (f32, f16 or bf16 bits).
@@ -76,8 +80,8 @@ struct QuantLayout {
 };
 constexpr QuantLayout kQ8_0Layout{2, 1088, 512, 64, 0, 32};
 constexpr QuantLayout kQ4_0Layout{2, 576, 256, 64, 0, 32};
-constexpr QuantLayout kQ4_KLayout{8, 2368, 256, 0, 2048, 0};
-constexpr QuantLayout kQ6_KLayout{8, 3392, 384, 0, 3072, 0};
+constexpr QuantLayout kQ4_KLayout{8, 2368, 256, 320, 0, 0};
+constexpr QuantLayout kQ6_KLayout{8, 3392, 384, 320, 0, 0};
 // Offsets inside a K-quant group's scale record.
 constexpr int64_t kQ4_KDmin = 32, kQ4_KSc = 64, kQ4_KM = 192;
 constexpr int64_t kQ6_KSc = 32;

@@ -141,7 +141,8 @@ TEST_P(AttentionTest, HeadSplitDecodeMatchesReference) {
   std::mt19937 rng(13);
   for (int threads : {2, 3}) {
     ThreadPool pool(threads);
-    for (const Case& c : {Case{32, 4, 64, 16}, Case{8, 2, 64, 16}, Case{6, 3, 32, 32}, Case{4, 1, 64, 16}}) {
+    for (const Case& c : {Case{32, 4, 64, 16}, Case{8, 2, 64, 16}, Case{6, 3, 32, 32}, Case{4, 1, 64, 16},
+                          Case{4, 4, 32, 16}}) {
       SCOPED_TRACE("threads " + std::to_string(threads) + " heads " + std::to_string(c.n_head) + "/" +
                    std::to_string(c.n_head_kv));
       for (const auto& batch : {std::vector<std::pair<int, int>>{{40, 1}}, {{40, 1}, {20, 1}}}) {

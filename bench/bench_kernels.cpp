@@ -26,6 +26,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -267,6 +268,7 @@ class DecodeStep {
     } else {
       for (Matrix& w : ws_) storage_.push_back(kernels::prepare(w, &pool()));
     }
+    for (const auto& [shape, source] : raw) check_packed(type, shape.first, shape.second, source);
     for (Matrix& w : ws_) w.data = nullptr;  // only the packed copy is kept
     const int64_t max_rows = std::max(m.vocab, m.hidden);
     x_.assign(std::max(m.hidden, m.dim), 0.01f);
@@ -280,6 +282,35 @@ class DecodeStep {
 
   // The weights' bytes as the file holds them: what a token streams.
   double bytes() const { return static_cast<double>(bytes_); }
+
+  // Aborts unless the first packed matrix of this shape gives what the
+  // scalar reference gives from `source`: a layout or chunking experiment
+  // that reads the wrong bytes must not get timed (a 32-panel chunk over
+  // 8-panel tiles once read the down projection's slices wrongly and
+  // looked 7% faster). The activations quantize to int8 exactly (each
+  // block's largest is 127 / 1024, all are multiples of 1 / 1024), so
+  // only the float sums' rounding separates the two.
+  void check_packed(TensorType type, int64_t rows, int64_t cols, const std::vector<uint8_t>& source) const {
+    const Matrix* packed = nullptr;
+    for (const Matrix& w : ws_)
+      if (w.rows == rows && w.cols == cols && !packed) packed = &w;
+    std::vector<float> x(static_cast<size_t>(cols)), y(rows), ref(rows), wrow(cols);
+    for (int64_t c = 0; c < cols; ++c) x[c] = (c % kernels::kQBlock == 0 ? 127 : (c * 37) % 255 - 127) / 1024.0f;
+    kernels::matmul(*packed, x.data(), 1, y.data(), pool());
+    const Matrix w{type, source.data(), rows, cols, gguf::row_bytes(type, cols)};
+    kernels::matmul_reference(w, x.data(), 1, ref.data());
+    for (int64_t r = 0; r < rows; ++r) {
+      gguf::dequantize_row(type, source.data() + r * w.row_bytes, wrow.data(), cols);
+      double abs_dot = 0;
+      for (int64_t c = 0; c < cols; ++c) abs_dot += std::fabs(wrow[c] * x[c]);
+      if (std::fabs(y[r] - ref[r]) > 2e-5 * abs_dot + 1e-30) {
+        std::fprintf(stderr, "decode_matmuls: a packed %s %lldx%lld matrix gives %g at row %lld, the reference %g\n",
+                     gguf::type_info(type)->name.data(), static_cast<long long>(rows), static_cast<long long>(cols),
+                     y[r], static_cast<long long>(r), ref[r]);
+        std::abort();
+      }
+    }
+  }
   size_t calls() const { return calls_.size(); }
 
   // The step's jobs, with the kernels the current settings pick (cpu.h).

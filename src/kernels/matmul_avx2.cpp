@@ -379,8 +379,8 @@ template <class Format>
 // 1.05-1.06x, Q4_0 1.04-1.05x: decode streams at 0.75-0.83 of a read of
 // the same bytes either way, so the stream, not the arithmetic, is what is
 // short.
-// The prefetches go in address order, the scale lines before the codes or
-// after them as the layout has them: when the K-quants kept their scales
+// The prefetches go in address order: the scale lines, which start every
+// group (panel.h), then the codes. When the K-quants kept their scales
 // after the codes, with those lines prefetched at the group's start, 2-3
 // KiB ahead of its codes', tinyllama's decode step read at 0.69-0.72 (Q4_K)
 // and 0.57-0.66 (Q6_K) of a plain read of its bytes; in order, at 0.85 and
@@ -391,17 +391,16 @@ template <class Format>
 template <class Format>
 void decode_panel(const PanelArgs& a) {
   constexpr QuantLayout layout = Format::kLayout;
+  static_assert(layout.meta_offset == 0, "the scale lines are prefetched first, as they come");
   constexpr int64_t kGroupBlocks = layout.group_blocks;
-  constexpr bool kScalesFirst = layout.meta_offset == 0;
   const int64_t nb = a.cols / kQBlock;
   const Q8Act* x = act_row(a, 0).x;  // one token: its blocks are consecutive
   __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
   for (int64_t b0 = 0; b0 < nb; b0 += kGroupBlocks) {
     const int64_t n = std::min(kGroupBlocks, nb - b0);
-    if constexpr (kScalesFirst) prefetch_scales<Format>(a.panel + layout.meta(b0));
+    prefetch_scales<Format>(a.panel + layout.meta(b0));
     Sums s[kGroupBlocks][2];
     for (int64_t i = 0; i < n; ++i) Format::decode_sums(a.panel + layout.codes(b0 + i), x[b0 + i], s[i]);
-    if constexpr (!kScalesFirst) prefetch_scales<Format>(a.panel + layout.meta(b0));
     for (int64_t i = 0; i < n; ++i)
       for (int h = 0; h < 2; ++h) {
         Scales k;

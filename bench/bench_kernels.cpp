@@ -291,9 +291,8 @@ class DecodeStep {
   // block's largest is 127 / 1024, all are multiples of 1 / 1024), so
   // only the float sums' rounding separates the two.
   void check_packed(TensorType type, int64_t rows, int64_t cols, const std::vector<uint8_t>& source) const {
-    const Matrix* packed = nullptr;
-    for (const Matrix& w : ws_)
-      if (w.rows == rows && w.cols == cols && !packed) packed = &w;
+    const auto packed =
+        std::find_if(ws_.begin(), ws_.end(), [&](const Matrix& w) { return w.rows == rows && w.cols == cols; });
     std::vector<float> x(static_cast<size_t>(cols)), y(rows), ref(rows), wrow(cols);
     for (int64_t c = 0; c < cols; ++c) x[c] = (c % kernels::kQBlock == 0 ? 127 : (c * 37) % 255 - 127) / 1024.0f;
     kernels::matmul(*packed, x.data(), 1, y.data(), pool());

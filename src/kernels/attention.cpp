@@ -131,8 +131,13 @@ void AttentionJob::split_decode_items(int n_threads, int lanes) {
   // A part's partial: [rows][2 + head_dim] for its one token's rows.
   auto part_floats = [&](const AttentionItem& it) { return int64_t{item_heads(shape_, it)} * (2 + shape_.head_dim); };
   int64_t n_floats = 0;
-  for (const AttentionItem& it : items_)
-    if (const int64_t p = parts_of(it); p > 1) n_floats += p * part_floats(it);
+  bool splits = false;
+  for (const AttentionItem& it : items_) {
+    const int64_t p = parts_of(it);
+    if (p > 1) n_floats += p * part_floats(it);
+    splits |= p > 1 || head_parts_of(it) > 1;
+  }
+  if (!splits) return;  // the items stay as they are, without a copy per step
   partials_.resize(static_cast<size_t>(n_floats));
   std::vector<AttentionItem> items;
   float* next = partials_.data();

@@ -2,6 +2,7 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -188,6 +189,24 @@ ThreadPool::Share* Team::begin_step(int64_t n) {
   }
   step_items_ = n;
   return &pool_.step_claims_[static_cast<size_t>(step_) * size_];
+}
+
+std::pair<int64_t, int64_t> Team::claim_range(std::atomic<int64_t>& claims, int64_t begin, int64_t end, bool own,
+                                              int64_t grain) {
+  grain = std::max<int64_t>(grain, 1);
+  int64_t word = claims.load(std::memory_order_relaxed);
+  for (;;) {
+    const int64_t front = begin + (word >> 32), back = end - (word & 0xffffffff);
+    if (front >= back) return {0, 0};
+    if (!own) {  // one item off the back
+      if (claims.compare_exchange_weak(word, word + 1, std::memory_order_relaxed)) return {back - 1, back};
+      continue;
+    }
+    // To the next multiple of grain, but at most half of what is left, so
+    // the last claims shrink to single items for a helper to share.
+    const int64_t to_boundary = grain - front % grain, n = std::min(to_boundary, std::max<int64_t>(1, (back - front) / 2));
+    if (claims.compare_exchange_weak(word, word + (n << 32), std::memory_order_relaxed)) return {front, front + n};
+  }
 }
 
 void Team::end_step(int64_t items_done) {

@@ -140,6 +140,27 @@ class Team {
   void share(int64_t n, F&& fn) {
     run_step(n, fn, true);
   }
+  // Items [0, n) in contiguous ranges, fn(begin, end), for streams that
+  // pay for every break (decode's matmuls: an item is a few panels of
+  // weights). Thread i streams its own share front to back in ranges that
+  // end where multiples of `grain` items do (a tile of packed weights), and
+  // shorter ones as the share runs out; a thread done with its own share
+  // takes single items from the back of another's, leaving the owner's
+  // stream unbroken. So threads finish within about an item of each
+  // other, where claims of whole tiles left one waiting for up to a tile.
+  template <class F>
+  void share_ranges(int64_t n, int64_t grain, F&& fn) {
+    ThreadPool::Share* claims = begin_step(n);
+    int64_t done = 0;
+    for (int k = 0; k < size_; ++k) {
+      const int j = (thread_ + k) % size_;
+      const auto [begin, end] = ThreadPool::split(n, j, size_);
+      for (std::pair<int64_t, int64_t> r; (r = claim_range(claims[j].next, begin, end, k == 0, grain)).first < r.second;
+           done += r.second - r.first)
+        fn(r.first, r.second);
+    }
+    end_step(done);
+  }
   // Items [0, n) from one queue in order, as ThreadPool::parallel_for does:
   // for items of uneven cost sorted longest first.
   template <class F>
@@ -163,6 +184,11 @@ class Team {
     }
     end_step(done);
   }
+  // share_ranges(): the next range of share [begin, end) whose claims word
+  // holds the items taken from its front (high half) and from its back
+  // (low half); empty once the share is all taken.
+  static std::pair<int64_t, int64_t> claim_range(std::atomic<int64_t>& claims, int64_t begin, int64_t end, bool own,
+                                                 int64_t grain);
   // Waits until the previous step is done; returns this step's claim counters.
   ThreadPool::Share* begin_step(int64_t n);
   void end_step(int64_t items_done);

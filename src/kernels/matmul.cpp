@@ -42,13 +42,15 @@ struct alignas(64) CacheLine {
   uint8_t bytes[64];
 };
 
-// Work sizes (see MatmulJob): panels per run for one token and for many,
-// and the activation bytes a chunk's block of tokens may take (about a
-// quarter of a 1 MiB L2, leaving room for the run's panels).
-constexpr int64_t kDecodeChunkPanels = 8;
+// Work sizes (see MatmulJob): panels per tile of the packed weights (the
+// stream decode claims at once, Team::share_ranges), per run for many
+// tokens, and the activation bytes a chunk's block of tokens may take
+// (about a quarter of a 1 MiB L2, leaving room for the run's panels).
+// Up to a block of tokens (kActGroup) a run is one panel, so that the
+// threads can share a matmul's last tile panel by panel.
+constexpr int64_t kTilePanels = 8;
 constexpr int64_t kPrefillChunkPanels = 8;
-constexpr int64_t kTilePanels = kDecodeChunkPanels;  // chunks never straddle a tile
-static_assert(kTilePanels % kPrefillChunkPanels == 0);
+static_assert(kTilePanels % kPrefillChunkPanels == 0);  // chunks never straddle a tile
 constexpr int64_t kActivationBlockBytes = 256 << 10;
 // Tokens from which f16 / bf16 chunks are widened to f32 (MatmulKernels::
 // widen): one conversion per weight vector instead of one per vector and
@@ -181,9 +183,6 @@ PackedWeights prepare(Matrix& w, ThreadPool* pool) {
 
 namespace {
 
-// Panels per chunk (see MatmulJob): one token streams long runs; many tokens
-// reuse a block of activations from L2 across the chunk's panels.
-int64_t chunk_panels(int64_t n_tokens) { return n_tokens > 1 ? kPrefillChunkPanels : kDecodeChunkPanels; }
 
 }  // namespace
 
@@ -194,9 +193,14 @@ int64_t MatmulJob::acts_blocks(std::span<const MatmulTarget> targets, int64_t n_
 }
 
 // The work is handed out in chunks, each thread starting on its own
-// contiguous share of them (parallel_for_shares, Team::share): one long
-// stream per thread, and a thread the OS deschedules (cores shared with
-// other work) delays the call by at most one chunk. A chunk is a run of
+// contiguous share of them (Team::share_ranges): one long stream per
+// thread, and a thread the OS deschedules (cores shared with other work)
+// delays the call by at most one claim. Decode's chunks are single panels,
+// claimed a tile at a time and singly at the end of a share: against claims
+// of whole tiles, alternated token by token in one `bench` process
+// (tinyllama, 256 tokens, 3-4 rounds), the threads' waits at step
+// boundaries fell from 3.1% to 1.9% of a Q4_0 token, which decoded
+// 1.003-1.011x as fast, Q8_0 1.000-1.007x. A chunk is a run of
 // panels times a block of tokens, the chunks of one run of panels in a row,
 // so a thread's share goes run after run, each run's weights staying in L2
 // while the token blocks pass over them. Splitting the tokens keeps chunks
@@ -241,7 +245,7 @@ MatmulJob::MatmulJob(std::span<const MatmulTarget> targets, const float* x, int6
   }
   const int64_t n_int8 = n_tokens_ - n_bf16_;
   int8_tiles_ = any_quantized && n_int8 >= kAmxInt8Tokens && use_amx();
-  chunk_panels_ = n_bf16_ > 0 || int8_tiles_ ? kAmxChunkPanels : chunk_panels(n_tokens);
+  chunk_panels_ = n_bf16_ > 0 || int8_tiles_ ? kAmxChunkPanels : n_tokens > kActGroup ? kPrefillChunkPanels : 1;
   for (const MatmulTarget& t : targets) {
     if (t.w->rows == 0) continue;
     targets_[n_targets_++] = {t.w, t.y, n_runs_};
@@ -296,20 +300,44 @@ uint8_t* chunk_scratch(std::vector<CacheLine>& buf, const ChunkPanels& c) {
 
 }  // namespace
 
-// Panels [p0, p1) of one target, all their column slices, times one block
-// of tokens.
 void MatmulJob::run_chunk(int64_t c) const {
   const int64_t blocks_per_run = bf16_blocks_ + token_blocks_;
-  const int64_t run = c / blocks_per_run, block = c % blocks_per_run;
+  const auto [t, p0] = locate(c / blocks_per_run);
+  run_panels(*t, p0, std::min(panel_count(t->w->rows), p0 + chunk_panels_), c % blocks_per_run);
+}
+
+int64_t MatmulJob::tile_chunks() const {
+  return bf16_blocks_ + token_blocks_ == 1 ? kTilePanels / chunk_panels_ : 1;
+}
+
+// Consecutive runs of one block of tokens each, within a tile and a target,
+// are one stream: one kernel call per column slice takes them all.
+void MatmulJob::run_chunks(int64_t c0, int64_t c1) const {
+  if (bf16_blocks_ + token_blocks_ > 1) {
+    for (int64_t c = c0; c < c1; ++c) run_chunk(c);
+    return;
+  }
+  while (c0 < c1) {
+    const auto [t, p0] = locate(c0);
+    const int64_t tile_end = (p0 / kTilePanels + 1) * kTilePanels;
+    const int64_t p1 = std::min({panel_count(t->w->rows), tile_end, p0 + (c1 - c0) * chunk_panels_});
+    run_panels(*t, p0, p1, 0);
+    c0 += (p1 - p0 + chunk_panels_ - 1) / chunk_panels_;
+  }
+}
+
+// Panels [p0, p1) of one target, all their column slices, times one block
+// of tokens.
+void MatmulJob::run_panels(const Target& target, int64_t p0, int64_t p1, int64_t block) const {
+  const Target* t = &target;
+  const int64_t run = t->first_run + p0 / chunk_panels_;
   const bool bf16 = block < bf16_blocks_;
   // Token indices of the job; the int8 tokens' activations count from n_bf16_.
   const int64_t t_begin = bf16 ? block * bf16_block_ : n_bf16_ + (block - bf16_blocks_) * token_block_;
   const int64_t t_end = std::min(bf16 ? n_bf16_ : n_tokens_, t_begin + (bf16 ? bf16_block_ : token_block_));
-  const auto [t, p0] = locate(run);
   const Matrix& w = *t->w;
   const PanelFormat format = panel_format(w.type);
   const PackedLayout layout(format, w.rows, cols_);
-  const int64_t p1 = std::min(layout.panels, p0 + chunk_panels_);
   const bool quantized = is_quantized(format);
   const int64_t nb = cols_ / kQBlock;
 
@@ -425,9 +453,10 @@ void matmul(std::span<const MatmulTarget> targets, const float* x, int64_t n_tok
   const MatmulJob job(targets, x, n_tokens, scratch(acts_buf, MatmulJob::acts_blocks(targets, n_tokens)), n_bf16,
                       reinterpret_cast<uint16_t*>(scratch(bf16_buf, bf16_lines)));
   if (job.chunks() == 0) return;
-  if (n_tokens == 1) job.prepare_row(0);  // decode: not worth a fork/join
-  else pool.parallel_for(n_tokens, [&](int64_t t) { job.prepare_row(t); });
-  pool.parallel_for_shares(job.chunks(), [&](int64_t c) { job.run_chunk(c); });
+  pool.run_team(2, [&](Team& team) {
+    team.share(n_tokens, [&](int64_t t) { job.prepare_row(t); });
+    team.share_ranges(job.chunks(), job.tile_chunks(), [&](int64_t c0, int64_t c1) { job.run_chunks(c0, c1); });
+  });
 }
 
 void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool, int64_t n_bf16) {

@@ -186,6 +186,13 @@ class MatmulJob {
   void prepare_row(int64_t t) const;
   int64_t chunks() const { return n_runs_ * (bf16_blocks_ + token_blocks_); }
   void run_chunk(int64_t c) const;
+  // Chunks [c0, c1): the same as run_chunk() on each, but one stream where
+  // they read adjacent panels. Decode's chunks are single panels, so that
+  // threads can share a matmul's last panels evenly; claimed in aligned
+  // groups of tile_chunks() they read whole tiles of the packed weights
+  // as one stream (Team::share_ranges).
+  void run_chunks(int64_t c0, int64_t c1) const;
+  int64_t tile_chunks() const;
   bool uses_bf16() const { return n_bf16_ > 0; }
 
  private:
@@ -196,6 +203,9 @@ class MatmulJob {
   };
   // The target run r belongs to, and the run's first panel.
   std::pair<const Target*, int64_t> locate(int64_t r) const;
+  // Panels [p0, p1) of one target (within a run, or runs of one tile when
+  // a run has one block of tokens) times block `block` of the tokens.
+  void run_panels(const Target& t, int64_t p0, int64_t p1, int64_t block) const;
 
   Target targets_[kMaxTargets] = {};
   const MatmulKernels* kernels_ = nullptr;

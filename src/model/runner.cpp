@@ -23,7 +23,7 @@ void add_bias(float* row, const std::vector<float>& bias) {
 // A matmul as a step: its chunks shared out, each thread starting on a
 // contiguous run of them (see MatmulJob).
 void run_matmul(Team& team, const kernels::MatmulJob& job) {
-  team.share(job.chunks(), [&](int64_t c) { job.run_chunk(c); });
+  team.share_ranges(job.chunks(), job.tile_chunks(), [&](int64_t c0, int64_t c1) { job.run_chunks(c0, c1); });
 }
 
 }  // namespace

@@ -160,6 +160,35 @@ TEST(Team, RunsEveryItemOfEveryStepOnce) {
   }
 }
 
+// share_ranges: every item once, in ranges that never cross a multiple of
+// the grain, a thread's own claims in order from the front of its share and
+// a helper's single items from the back; with one item held up, the other
+// threads finish the step's other ranges.
+TEST(Team, ShareRangesCoverEveryItemOnceWithinGrains) {
+  for (int n : {1, 2, 3}) {
+    ThreadPool pool(n);
+    const std::vector<std::pair<int64_t, int64_t>> steps = {{0, 8}, {1, 8}, {13, 8}, {128, 8}, {1000, 3}, {7, 1}};
+    std::vector<std::vector<std::atomic<int>>> hits;
+    for (const auto& s : steps) hits.emplace_back(static_cast<size_t>(s.first));
+    std::atomic<int> bad_ranges{0};
+    for (int round = 1; round <= 20; ++round) {
+      pool.run_team(static_cast<int>(steps.size()), [&](Team& team) {
+        for (size_t s = 0; s < steps.size(); ++s) {
+          const auto [items, grain] = steps[s];
+          team.share_ranges(items, grain, [&](int64_t b, int64_t e) {
+            if (b >= e || e > items || (e - 1) / grain != b / grain) bad_ranges.fetch_add(1);
+            if (round % 5 == 0 && b == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+            for (int64_t i = b; i < e; ++i) hits[s][i].fetch_add(1);
+          });
+        }
+      });
+      for (auto& step : hits)
+        for (auto& h : step) ASSERT_EQ(h.load(), round) << n << " threads";
+    }
+    EXPECT_EQ(bad_ranges.load(), 0) << n << " threads";
+  }
+}
+
 // Each step reads everything the step before wrote, whichever threads wrote
 // it, and items of uneven length (some long enough for a worker to fall a
 // step or more behind) change nothing.

@@ -181,11 +181,6 @@ PackedWeights prepare(Matrix& w, ThreadPool* pool) {
   return prepare_all(std::span<Matrix* const>(&one, 1), pool);
 }
 
-namespace {
-
-
-}  // namespace
-
 int64_t MatmulJob::acts_blocks(std::span<const MatmulTarget> targets, int64_t n_tokens) {
   for (const MatmulTarget& t : targets)
     if (is_quantized(panel_format(t.w->type))) return n_tokens * (targets[0].w->cols / kQBlock);
@@ -200,7 +195,7 @@ int64_t MatmulJob::acts_blocks(std::span<const MatmulTarget> targets, int64_t n_
 // of whole tiles, alternated token by token in one `bench` process
 // (tinyllama, 256 tokens, 3-4 rounds), the threads' waits at step
 // boundaries fell from 3.1% to 1.9% of a Q4_0 token, which decoded
-// 1.003-1.011x as fast, Q8_0 1.000-1.007x. A chunk is a run of
+// 1.003-1.011x as fast, Q8_0 0.997-1.007x. A chunk is a run of
 // panels times a block of tokens, the chunks of one run of panels in a row,
 // so a thread's share goes run after run, each run's weights staying in L2
 // while the token blocks pass over them. Splitting the tokens keeps chunks
@@ -303,7 +298,7 @@ uint8_t* chunk_scratch(std::vector<CacheLine>& buf, const ChunkPanels& c) {
 void MatmulJob::run_chunk(int64_t c) const {
   const int64_t blocks_per_run = bf16_blocks_ + token_blocks_;
   const auto [t, p0] = locate(c / blocks_per_run);
-  run_panels(*t, p0, std::min(panel_count(t->w->rows), p0 + chunk_panels_), c % blocks_per_run);
+  run_panels(t, p0, std::min(panel_count(t->w->rows), p0 + chunk_panels_), c % blocks_per_run);
 }
 
 int64_t MatmulJob::tile_chunks() const {
@@ -321,15 +316,14 @@ void MatmulJob::run_chunks(int64_t c0, int64_t c1) const {
     const auto [t, p0] = locate(c0);
     const int64_t tile_end = (p0 / kTilePanels + 1) * kTilePanels;
     const int64_t p1 = std::min({panel_count(t->w->rows), tile_end, p0 + (c1 - c0) * chunk_panels_});
-    run_panels(*t, p0, p1, 0);
+    run_panels(t, p0, p1, 0);
     c0 += (p1 - p0 + chunk_panels_ - 1) / chunk_panels_;
   }
 }
 
 // Panels [p0, p1) of one target, all their column slices, times one block
 // of tokens.
-void MatmulJob::run_panels(const Target& target, int64_t p0, int64_t p1, int64_t block) const {
-  const Target* t = &target;
+void MatmulJob::run_panels(const Target* t, int64_t p0, int64_t p1, int64_t block) const {
   const int64_t run = t->first_run + p0 / chunk_panels_;
   const bool bf16 = block < bf16_blocks_;
   // Token indices of the job; the int8 tokens' activations count from n_bf16_.

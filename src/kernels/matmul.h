@@ -209,7 +209,7 @@ class MatmulJob {
   std::pair<const Target*, int64_t> locate(int64_t r) const;
   // Panels [p0, p1) of one target (within a run, or runs of one tile when
   // a run has one block of tokens) times block `block` of the tokens.
-  void run_panels(const Target& t, int64_t p0, int64_t p1, int64_t block) const;
+  void run_panels(const Target* t, int64_t p0, int64_t p1, int64_t block) const;
 
   Target targets_[kMaxTargets] = {};
   const MatmulKernels* kernels_ = nullptr;

@@ -40,7 +40,8 @@ constexpr int kPrefetchBytes = 8192;
 // 0.79-0.80 (Q6_K) of the bytes' read rate where the burst read at
 // 0.59-0.62 and 0.62-0.67 (3 rounds), and `bench` decoded 1.22x as fast
 // on tinyllama Q4_K_M, 1.28x on Q6_K (3 rounds alternated).
-// Each such load is followed by kLinePadNops nops. They do no work; our
+// Each such load is followed by its format's kLineNops nops (3,
+// kLinePadNops, or 6; see below). They do no work; our
 // guess is that by taking slots in the reorder buffer they keep the core
 // from running its demand loads far past the prefetched lines. In the
 // loop alone over 1 GiB (bench_kernels read_pattern/*), 3 raise the read
@@ -49,9 +50,15 @@ constexpr int kPrefetchBytes = 8192;
 // --field tg_tps, tinyllama, alternated, every round level or better)
 // Q8_0 decoded 1.033x and 1.044x as fast (4 and 3 rounds), Q4_0 1.015x
 // and 1.008x, Q4_K_M 1.024x; 6 nops: Q8_0 1.011x, Q4_0 1.020x.
+// The nibble formats, with more instructions a line, take 6 (Format::
+// kLineNops): tokens alternated in one `bench` process between 3 and 6
+// (tinyllama, against a control of 3 and 3 run alongside): Q4_0
+// 1.002-1.041x, median 1.011 (13 rounds; control 0.990-1.008, median
+// 1.000), Q4_K 1.012-1.024x (3; control 0.989-1.010), Q6_K 0.996-1.008x
+// (3; control 0.991-1.004: kept at 3), Q8_0 0.961-0.970x (3).
 constexpr int kLinePadNops = 3;
 
-template <int kHint>
+template <int kHint, int kNops = kLinePadNops>
 [[gnu::always_inline]] inline __m512i load_line(const uint8_t* p) {
   if constexpr (kHint < 0) {
     return _mm512_load_si512(p);
@@ -61,7 +68,7 @@ template <int kHint>
 #define LLMSERVE_LOAD_LINE(prefetch)                                                                \
   asm(prefetch " %c2(%1)\n\tvmovdqa64 (%1), %0\n\t.rept %c4\n\tnop\n\t.endr"                      \
       : "=v"(v)                                                                                     \
-      : "r"(p), "i"(kPrefetchBytes), "m"(*reinterpret_cast<const uint8_t(*)[64]>(p)), "i"(kLinePadNops))
+      : "r"(p), "i"(kPrefetchBytes), "m"(*reinterpret_cast<const uint8_t(*)[64]>(p)), "i"(kNops))
     if constexpr (kHint == _MM_HINT_NTA) LLMSERVE_LOAD_LINE("prefetchnta");
     else LLMSERVE_LOAD_LINE("prefetcht1");
 #undef LLMSERVE_LOAD_LINE
@@ -81,22 +88,22 @@ struct Block {
 // times the codes, so their sums, with Q8_0's offset of -128 per code
 // (16 n - 128 = 16 (n - 8)), are 16 times what they stand for; the kernel
 // shifts them down once per block instead of every vector once.
-template <int kHint>
+template <int kHint, int kNops>
 void nibbles_hi16(const uint8_t* p, __m512i* g) {
   const __m512i low4 = _mm512_set1_epi8(0x0f), high4 = _mm512_set1_epi8(static_cast<char>(0xf0));
   for (int j = 0; j < 4; ++j) {
-    __m512i v = load_line<kHint>(p + 64 * j);
+    __m512i v = load_line<kHint, kNops>(p + 64 * j);
     asm("" : "+v"(v));  // one load: GCC otherwise folds it into both ANDs (q4_0 decode -12%)
     g[j] = _mm512_and_si512(v, low4);
     g[j + 4] = _mm512_and_si512(v, high4);
   }
 }
 
-template <int kHint = -1>
+template <int kHint = -1, int kNops = kLinePadNops>
 void unpack_nibbles(const uint8_t* p, __m512i* g) {
   const __m512i low4 = _mm512_set1_epi8(15);
   for (int j = 0; j < 4; ++j) {
-    const __m512i v = load_line<kHint>(p + 64 * j);
+    const __m512i v = load_line<kHint, kNops>(p + 64 * j);
     g[j] = _mm512_and_si512(v, low4);
     g[j + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
   }
@@ -110,11 +117,12 @@ struct Q8_0 {
   static constexpr bool kTwoScales = false, kFoldedOffset = true, kAlwaysPrefetch = false;
   static constexpr int kTileTokens = 16;
   static constexpr int kHighShift = 0;
+  static constexpr int kLineNops = kLinePadNops;
   static constexpr float kCodeZero = 128;  // w = S * (code - kCodeZero)
   static int32_t offset(const Q8Act& x) { return x.neg128_sum; }
   template <int T, int kHint = -1>
   static void load(const uint8_t* panel, int64_t b, Block& k) {
-    for (int j = 0; j < 8; ++j) k.g[j] = load_line<kHint>(panel + kLayout.codes(b) + 64 * j);
+    for (int j = 0; j < 8; ++j) k.g[j] = load_line<kHint, kLineNops>(panel + kLayout.codes(b) + 64 * j);
     k.s_lo = load_f16x16(panel + kLayout.meta(b));
   }
 };
@@ -129,11 +137,12 @@ struct Q4_0 {
   static constexpr bool kTwoScales = false, kFoldedOffset = true, kAlwaysPrefetch = true;
   static constexpr int kTileTokens = 16;
   static constexpr int kHighShift = 4;
+  static constexpr int kLineNops = 6;
   static constexpr float kCodeZero = 8;
   static int32_t offset(const Q8Act& x) { return x.neg8_sum; }
   template <int T, int kHint = -1>
   static void load(const uint8_t* panel, int64_t b, Block& k) {
-    if constexpr (T == 1) nibbles_hi16<kHint>(panel + kLayout.codes(b), k.g);
+    if constexpr (T == 1) nibbles_hi16<kHint, kLineNops>(panel + kLayout.codes(b), k.g);
     else unpack_nibbles(panel + kLayout.codes(b), k.g);
     k.s_lo = load_f16x16(panel + kLayout.meta(b));
   }
@@ -150,10 +159,11 @@ struct Q4_K {
   static constexpr const QuantLayout& kLayout = kQ4_KLayout;
   static constexpr bool kTwoScales = false, kFoldedOffset = false, kAlwaysPrefetch = true;
   static constexpr int kTileTokens = 16;
+  static constexpr int kLineNops = 6;
   template <int T, int kHint = -1>
   static void load(const uint8_t* panel, int64_t b, Block& k) {
     const int64_t c = b % 8;
-    unpack_nibbles<kHint>(panel + kLayout.codes(b), k.g);
+    unpack_nibbles<kHint, kLineNops>(panel + kLayout.codes(b), k.g);
     const uint8_t* meta = panel + kLayout.meta(b);
     k.s_lo = _mm512_mul_ps(load_f16x16(meta), u8x16_to_ps(meta + kQ4_KSc + c * 16));
     k.m_lo = _mm512_mul_ps(load_f16x16(meta + kQ4_KDmin), u8x16_to_ps(meta + kQ4_KM + c * 16));
@@ -166,6 +176,7 @@ struct Q6_K {
   static constexpr const QuantLayout& kLayout = kQ6_KLayout;
   static constexpr bool kTwoScales = true, kFoldedOffset = true, kAlwaysPrefetch = true;
   static constexpr int kTileTokens = 8;  // two chains per token
+  static constexpr int kLineNops = kLinePadNops;
   static constexpr float kCodeZero = 32;
   static int32_t offset_lo(const Q8Act& x) { return x.neg32_sum_lo; }
   static int32_t offset_hi(const Q8Act& x) { return x.neg32_sum_hi; }
@@ -173,12 +184,12 @@ struct Q6_K {
   static void load(const uint8_t* panel, int64_t b, Block& k) {
     const int64_t c = b % 8;
     const uint8_t* codes = panel + kLayout.codes(b);
-    unpack_nibbles<kHint>(codes, k.g);
+    unpack_nibbles<kHint, kLineNops>(codes, k.g);
     // Group 4h+i's top bits are bits 2i..2i+1 of vector h: move them to bits
     // 4..5 (16-bit shifts; the 0x30 mask drops what crossed a byte) and OR.
     const __m512i top = _mm512_set1_epi8(0x30);
     for (int h = 0; h < 2; ++h) {
-      const __m512i v = load_line<kHint>(codes + 256 + 64 * h);
+      const __m512i v = load_line<kHint, kLineNops>(codes + 256 + 64 * h);
       const __m512i shifted[4] = {_mm512_slli_epi16(v, 4), _mm512_slli_epi16(v, 2), v, _mm512_srli_epi16(v, 2)};
       for (int i = 0; i < 4; ++i) k.g[4 * h + i] = _mm512_ternarylogic_epi32(k.g[4 * h + i], shifted[i], top, 0xf8);
     }

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -223,35 +224,33 @@ TEST(MatmulTargets, MatchSeparateCalls) {
 // Decode's chunks are single panels; run_chunks() takes any range of them
 // (across tiles, column slices and targets) and gives run_chunk()'s bits.
 TEST(MatmulJob, ChunkRangesMatchSingleChunks) {
+  ThreadPool pool(2);
   std::mt19937 rng(5);
   const int64_t cols = 5632;  // three column slices
-  const TensorType types[] = {TensorType::Q8_0, TensorType::Q4_0};
-  const int64_t rows[] = {200, 37};  // 13 panels (a partial tile), then 3
-  std::vector<std::vector<uint8_t>> raw;
-  std::vector<Matrix> ws;
-  std::vector<PackedWeights> storage;
-  for (int i = 0; i < 2; ++i) {
-    raw.push_back(llmserve::testing::random_rows(rng, types[i], rows[i], cols));
-    ws.push_back(Matrix{types[i], raw.back().data(), rows[i], cols, llmserve::testing::row_bytes_of(types[i], cols)});
-    storage.push_back(prepare(ws.back()));
-  }
+  // 13 panels (a partial tile), then 3.
+  const llmserve::testing::RandomMatrix q8(rng, TensorType::Q8_0, 200, cols, pool);
+  const llmserve::testing::RandomMatrix q4(rng, TensorType::Q4_0, 37, cols, pool);
+  const Matrix* ws[] = {&q8.prepared, &q4.prepared};
+  // Ranges across a tile boundary (8) and the targets' boundary (13).
+  const std::pair<int64_t, int64_t> ranges[] = {{0, 5}, {5, 11}, {11, 14}, {14, 16}};
   for (int64_t n_tokens : {1, 16}) {
     const auto x = llmserve::testing::random_floats(rng, static_cast<size_t>(n_tokens * cols));
     std::vector<std::vector<float>> single(2), ranged(2);
-    std::vector<MatmulTarget> singles, ranges;
+    std::vector<MatmulTarget> single_targets, ranged_targets;
     for (int i = 0; i < 2; ++i) {
-      single[i].resize(rows[i] * n_tokens);
-      ranged[i].resize(rows[i] * n_tokens);
-      singles.push_back({&ws[i], single[i].data()});
-      ranges.push_back({&ws[i], ranged[i].data()});
+      single[i].resize(ws[i]->rows * n_tokens);
+      ranged[i].resize(ws[i]->rows * n_tokens);
+      single_targets.push_back({ws[i], single[i].data()});
+      ranged_targets.push_back({ws[i], ranged[i].data()});
     }
-    std::vector<Q8Act> acts(static_cast<size_t>(MatmulJob::acts_blocks(singles, n_tokens)));
-    const MatmulJob one(singles, x.data(), n_tokens, acts.data()), many(ranges, x.data(), n_tokens, acts.data());
+    std::vector<Q8Act> acts(static_cast<size_t>(MatmulJob::acts_blocks(single_targets, n_tokens)));
+    const MatmulJob one(single_targets, x.data(), n_tokens, acts.data());
+    const MatmulJob many(ranged_targets, x.data(), n_tokens, acts.data());
     for (int64_t t = 0; t < n_tokens; ++t) one.prepare_row(t);
     ASSERT_EQ(one.chunks(), 13 + 3);
     ASSERT_EQ(one.tile_chunks(), 8);
     for (int64_t c = 0; c < one.chunks(); ++c) one.run_chunk(c);
-    for (int64_t c0 : {0, 5, 11, 14}) many.run_chunks(c0, c0 == 0 ? 5 : c0 == 5 ? 11 : c0 == 11 ? 14 : 16);
+    for (const auto& [c0, c1] : ranges) many.run_chunks(c0, c1);
     for (int i = 0; i < 2; ++i) EXPECT_EQ(ranged[i], single[i]) << "target " << i << ", " << n_tokens << " tokens";
   }
 }

@@ -326,7 +326,7 @@ class DecodeStep {
     pool().run_team(static_cast<int>(2 * jobs.size()), [&](Team& t) {
       for (const kernels::MatmulJob& job : jobs) {
         t.share(1, [&](int64_t) { job.prepare_row(0); });
-        t.share_ranges(job.chunks(), job.tile_chunks(), [&](int64_t c0, int64_t c1) { job.run_chunks(c0, c1); });
+        job.run(t);
       }
     });
     return seconds_since(start);

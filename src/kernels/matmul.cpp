@@ -305,6 +305,10 @@ int64_t MatmulJob::tile_chunks() const {
   return bf16_blocks_ + token_blocks_ == 1 ? kTilePanels / chunk_panels_ : 1;
 }
 
+void MatmulJob::run(Team& team) const {
+  team.share_ranges(chunks(), tile_chunks(), [&](int64_t c0, int64_t c1) { run_chunks(c0, c1); });
+}
+
 // Consecutive runs of one block of tokens each, within a tile and a target,
 // are one stream: one kernel call per column slice takes them all.
 void MatmulJob::run_chunks(int64_t c0, int64_t c1) const {
@@ -449,7 +453,7 @@ void matmul(std::span<const MatmulTarget> targets, const float* x, int64_t n_tok
   if (job.chunks() == 0) return;
   pool.run_team(2, [&](Team& team) {
     team.share(n_tokens, [&](int64_t t) { job.prepare_row(t); });
-    team.share_ranges(job.chunks(), job.tile_chunks(), [&](int64_t c0, int64_t c1) { job.run_chunks(c0, c1); });
+    job.run(team);
   });
 }
 

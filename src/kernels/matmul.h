@@ -19,6 +19,7 @@
 #include "gguf/types.h"
 
 namespace llmserve {
+class Team;
 class ThreadPool;
 }
 
@@ -161,7 +162,8 @@ inline int64_t bf16_acts_values(int64_t n_tokens, int64_t cols) { return (n_toke
 // A matmul call taken apart, for callers that run it on threads of their
 // own (a ThreadPool::run_team step): the same work, validation and results
 // as matmul(), which is this run on the pool. First prepare_row(t) for every
-// token, then run_chunk(c) for every chunk; each may run on any thread.
+// token, then run_chunk(c) for every chunk (or run() as a team step); each
+// may run on any thread.
 class MatmulJob {
  public:
   static constexpr int kMaxTargets = 8;
@@ -197,6 +199,9 @@ class MatmulJob {
   // as one stream (Team::share_ranges).
   void run_chunks(int64_t c0, int64_t c1) const;
   int64_t tile_chunks() const;
+  // Every chunk as one step of a ThreadPool::run_team job: the threads
+  // claim them in tile_chunks() groups with Team::share_ranges.
+  void run(Team& team) const;
   bool uses_bf16() const { return n_bf16_ > 0; }
 
  private:

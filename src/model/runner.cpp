@@ -20,12 +20,6 @@ void add_bias(float* row, const std::vector<float>& bias) {
   if (!bias.empty()) kernels::add(row, bias.data(), static_cast<int64_t>(bias.size()), row);
 }
 
-// A matmul as a step: its chunks shared out, each thread starting on a
-// contiguous run of them (see MatmulJob).
-void run_matmul(Team& team, const kernels::MatmulJob& job) {
-  team.share_ranges(job.chunks(), job.tile_chunks(), [&](int64_t c0, int64_t c1) { job.run_chunks(c0, c1); });
-}
-
 }  // namespace
 
 ModelRunner::ModelRunner(const Model& model, KvCache& kv, ThreadPool& pool, int max_tokens)
@@ -159,7 +153,7 @@ std::span<float> ModelRunner::forward(std::span<const SeqBatch> batch) {
         kernels::rmsnorm(row(x_, r, dim), lw.attn_norm.data(), hp.rms_eps, dim, 1, row(xn_, r, dim));
         job.qkv.prepare_row(r);
       });
-      run_matmul(team, job.qkv);
+      job.qkv.run(team);
       team.share(n, [&](int64_t r) {
         add_bias(row(q_, r, q_dim), lw.bq);
         add_bias(row(k_, r, kv_dim), lw.bk);
@@ -171,18 +165,18 @@ std::span<float> ModelRunner::forward(std::span<const SeqBatch> batch) {
       team.queue(attention_.items(), [&](int64_t i) { attention_.run_item(i, kv_.k(l), kv_.v(l)); });
       team.queue(attention_.merges(), [&](int64_t i) { attention_.run_merge(i); });
       team.share(n, [&](int64_t r) { job.o.prepare_row(r); });
-      run_matmul(team, job.o);
+      job.o.run(team);
       team.share(n, [&](int64_t r) {
         kernels::add(row(x_, r, dim), row(out_, r, dim), dim, row(x_, r, dim));
         kernels::rmsnorm(row(x_, r, dim), lw.ffn_norm.data(), hp.rms_eps, dim, 1, row(xn_, r, dim));
         job.gate_up.prepare_row(r);
       });
-      run_matmul(team, job.gate_up);
+      job.gate_up.run(team);
       team.share(n, [&](int64_t r) {
         kernels::silu_mul(row(gate_, r, ffn), row(up_, r, ffn), ffn, row(gate_, r, ffn));
         job.down.prepare_row(r);
       });
-      run_matmul(team, job.down);
+      job.down.run(team);
     }
     // The last FFN output joins the residual, then the final norm and the
     // output projection, only for the rows whose logits are wanted.
@@ -192,7 +186,7 @@ std::span<float> ModelRunner::forward(std::span<const SeqBatch> batch) {
       kernels::rmsnorm(row(x_, r, dim), w.output_norm.data(), hp.rms_eps, dim, 1, row(xn_, i, dim));
       output.prepare_row(i);
     });
-    run_matmul(team, output);
+    output.run(team);
   });
   return logits_;
 }

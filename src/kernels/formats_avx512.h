@@ -15,13 +15,12 @@ namespace {
 
 __m512 load_f16x16(const uint8_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
 
-// Token t's 16 row results of panel i of the run: written, or added to y
-// (PanelArgs::accumulate).
+// Where token t's 16 row results of panel i of the run go, and which of
+// the rows are valid.
+__mmask16 row_mask(const PanelArgs& a, int64_t i) { return static_cast<__mmask16>((1u << panel_rows(a, i)) - 1); }
+float* y_row(const PanelArgs& a, int64_t t, int64_t i) { return a.y + t * a.y_stride + i * kPanelRows; }
 void store(const PanelArgs& a, int64_t t, __m512 v, int64_t i = 0) {
-  const __mmask16 mask = static_cast<__mmask16>((1u << panel_rows(a, i)) - 1);
-  float* y = a.y + t * a.y_stride + i * kPanelRows;
-  if (a.accumulate) v = _mm512_add_ps(_mm512_maskz_loadu_ps(mask, y), v);
-  _mm512_mask_storeu_ps(y, mask, v);
+  _mm512_mask_storeu_ps(y_row(a, t, i), row_mask(a, i), v);
 }
 
 // How far ahead of its reads decode prefetches the weights it streams
@@ -111,6 +110,8 @@ void unpack_nibbles(const uint8_t* p, __m512i* g) {
 
 // kFoldedOffset: w = S * (code - M / S), the integer offset -M / S per code
 // folded into the dot products (see accumulate_block); m_lo is then unused.
+// Otherwise (Q4_K) each block subtracts M * dsum from the sum after adding
+// its products (add_scaled).
 // load<T> unpacks a block for tiles of T tokens (only Q4_0 differs by T).
 struct Q8_0 {
   static constexpr const QuantLayout& kLayout = kQ8_0Layout;
@@ -203,10 +204,16 @@ struct Q6_K {
 // One-scale formats' float steps for one block and token, from its int32
 // sum: the same for decode and for tokens in a batch, which with exact
 // integer sums is what keeps a token's result independent of its batch.
+// One running sum per token, offsets included, so that a column slice can
+// go on from where the slice before it stopped (PanelArgs::resume). The
+// offsets had a sum of their own, subtracted at the end, so that a block
+// added one FMA latency to a token's chain instead of two; decode's chain is
+// far from its limit (a block's 256 bytes take the stream ~40 cycles), and
+// prefill interleaves 16 tokens' chains.
 template <class Format>
-void add_scaled(__m512i sum, const Block& k, const Q8Act& x, __m512& acc, __m512& off) {
+void add_scaled(__m512i sum, const Block& k, const Q8Act& x, __m512& acc) {
   acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(k.s_lo, _mm512_set1_ps(x.d)), acc);
-  if constexpr (!Format::kFoldedOffset) off = _mm512_fmadd_ps(k.m_lo, _mm512_set1_ps(x.dsum), off);
+  if constexpr (!Format::kFoldedOffset) acc = _mm512_fnmadd_ps(k.m_lo, _mm512_set1_ps(x.dsum), acc);
 }
 
 // Q6_K's float steps for one block and token from its two halves' sums,

@@ -128,8 +128,8 @@ void unit_sums(const Block& k) {
   }
 }
 
-// The run's panels times token groups [g0, g0 + G), every block of the
-// slice. Software-pipelined: unit u + 1's products are issued before unit
+// The run's panels times token groups [g0, g0 + G), every block.
+// Software-pipelined: unit u + 1's products are issued before unit
 // u's sums are stored, and those are read back one unit later, after unit
 // u - 1's float steps, so nothing waits for a tile store to land. Two sets
 // of C tiles, for even and odd units. With 2 x 2 C tiles per block, stored
@@ -148,10 +148,10 @@ void int8_groups(const PanelArgs& a, int64_t g0) {
   };
   const Q8Act* x[G];
   for (int g = 0; g < G; ++g) x[g] = act_row(a, (g0 + g) * kActGroup).x;
-  __m512 acc[kInt8MaxPanels][G][kActGroup], off[kInt8MaxPanels][G][kActGroup];
+  __m512 acc[kInt8MaxPanels][G][kActGroup];
   for (int64_t p = 0; p < np; ++p)
     for (int g = 0; g < G; ++g)
-      for (int t = 0; t < kActGroup; ++t) acc[p][g][t] = off[p][g][t] = _mm512_setzero_ps();
+      for (int t = 0; t < kActGroup; ++t) acc[p][g][t] = _mm512_setzero_ps();
   alignas(64) int32_t c[2][kN][16][16];  // by unit parity
 
   // Unit (b, p): block b of panel p, in order b-major; its sums go to
@@ -170,7 +170,7 @@ void int8_groups(const PanelArgs& a, int64_t g0) {
         if constexpr (Format::kTwoScales)
           avx512::add_scaled_halves(_mm512_load_si512(cu[0][t]), _mm512_load_si512(cu[1][t]), k, xt, acc[u.p][g][t]);
         else
-          avx512::add_scaled<Format>(_mm512_load_si512(cu[g][t]), k, xt, acc[u.p][g][t], off[u.p][g][t]);
+          avx512::add_scaled<Format>(_mm512_load_si512(cu[g][t]), k, xt, acc[u.p][g][t]);
       }
   };
   auto issue = [&]<int S>(Unit u) {
@@ -198,7 +198,7 @@ void int8_groups(const PanelArgs& a, int64_t g0) {
   for (int64_t p = 0; p < np; ++p)
     for (int g = 0; g < G; ++g)
       for (int t = 0; t < kActGroup; ++t)
-        avx512::store(a, (g0 + g) * kActGroup + t, _mm512_sub_ps(acc[p][g][t], off[p][g][t]), p);
+        avx512::store(a, (g0 + g) * kActGroup + t, acc[p][g][t], p);
 }
 
 template <class Format>

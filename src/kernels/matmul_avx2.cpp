@@ -73,19 +73,19 @@ __m256i lane_mask(int n) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), idx);
 }
 
-// Token t's results for rows 8 half .. 8 half + 7: written, or added to y
-// (PanelArgs::accumulate).
+// Token t's results for rows 8 half .. 8 half + 7: where they go, and what
+// its sums start from there (the earlier slices' sums, PanelArgs::resume,
+// or 0). Rows past the panel's last valid one are neither read nor written.
+float* y_half(const PanelArgs& a, int64_t t, int half) { return a.y + t * a.y_stride + 8 * half; }
+__m256 start_half(const PanelArgs& a, int64_t t, int half) {
+  const int rows = a.rows - 8 * half;
+  if (!a.resume || rows <= 0) return _mm256_setzero_ps();
+  return rows >= 8 ? _mm256_loadu_ps(y_half(a, t, half)) : _mm256_maskload_ps(y_half(a, t, half), lane_mask(rows));
+}
 void store_half(const PanelArgs& a, int64_t t, int half, __m256 v) {
   const int rows = a.rows - 8 * half;
-  float* y = a.y + t * a.y_stride + 8 * half;
-  if (rows >= 8) {
-    if (a.accumulate) v = _mm256_add_ps(_mm256_loadu_ps(y), v);
-    _mm256_storeu_ps(y, v);
-  } else if (rows > 0) {
-    const __m256i mask = lane_mask(rows);
-    if (a.accumulate) v = _mm256_add_ps(_mm256_maskload_ps(y, mask), v);
-    _mm256_maskstore_ps(y, mask, v);
-  }
+  if (rows >= 8) _mm256_storeu_ps(y_half(a, t, half), v);
+  else if (rows > 0) _mm256_maskstore_ps(y_half(a, t, half), lane_mask(rows), v);
 }
 
 float hmax(__m256 v) {
@@ -395,7 +395,7 @@ void decode_panel(const PanelArgs& a) {
   constexpr int64_t kGroupBlocks = layout.group_blocks;
   const int64_t nb = a.cols / kQBlock;
   const Q8Act* x = act_row(a, 0).x;  // one token: its blocks are consecutive
-  __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+  __m256 acc[2] = {start_half(a, 0, 0), start_half(a, 0, 1)};
   for (int64_t b0 = 0; b0 < nb; b0 += kGroupBlocks) {
     const int64_t n = std::min(kGroupBlocks, nb - b0);
     prefetch_scales<Format>(a.panel + layout.meta(b0));
@@ -419,7 +419,8 @@ void tile_panel(const PanelArgs& a) {
     const int nt = static_cast<int>(std::min<int64_t>(kTokenBlock, a.n_tokens - t0));
     const ActRow acts = act_row(a, t0);
     __m256 acc[kTokenBlock][2];
-    for (int t = 0; t < nt; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+    for (int t = 0; t < nt; ++t)
+      for (int half = 0; half < 2; ++half) acc[t][half] = start_half(a, t0 + t, half);
     for (int64_t b = 0; b < nb; ++b) {
       prefetch_group<Format>(a.panel, b);
       for (int half = 0; half < 2; ++half) {
@@ -473,7 +474,8 @@ struct BF16 {
 template <class Format, int T>
 void float_tile(const PanelArgs& a, int64_t t0) {
   __m256 acc[T][2];
-  for (auto& tok : acc) tok[0] = tok[1] = _mm256_setzero_ps();
+  for (int t = 0; t < T; ++t)
+    for (int half = 0; half < 2; ++half) acc[t][half] = start_half(a, t0 + t, half);
   const float* x = static_cast<const float*>(a.x) + t0 * a.x_stride;
   for (int64_t c = 0; c < a.cols; ++c) {
     const __m256 w0 = Format::load(a.panel, c, 0), w1 = Format::load(a.panel, c, 1);

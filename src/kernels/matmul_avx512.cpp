@@ -65,6 +65,12 @@ template <int64_t kBytes, bool kNta>
     _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBytes + l), kNta ? _MM_HINT_NTA : _MM_HINT_T1);
 }
 
+// What token t's sums for panel i of the run start from: the earlier
+// slices' sums (PanelArgs::resume) or 0.
+__m512 start_sum(const PanelArgs& a, int64_t t, int64_t i = 0) {
+  return a.resume ? _mm512_maskz_loadu_ps(row_mask(a, i), y_row(a, t, i)) : _mm512_setzero_ps();
+}
+
 void quantize(const float* x, int64_t cols, Q8Act* out, int64_t out_stride) {
   const __m512 sign = _mm512_set1_ps(-0.0f);
   for (int64_t b = 0; b < cols / kQBlock; ++b, x += kQBlock) {
@@ -110,29 +116,29 @@ __m512i folded_sum_one(const Block& k, const Q8Act* x) {
   return _mm512_add_epi32(lo, _mm512_srai_epi32(hi, Format::kHighShift));
 }
 
-// Adds one block's products with one token's activations x to acc and off.
+// Adds one block's products with one token's activations x to acc.
 // Every token goes through the same float operations whatever the batch,
 // and its integer sums are exact, so a token's result does not depend on
 // the batch it came in (batched decode must give the tokens that decoding
 // alone gives).
 template <class Format, int T>
-void accumulate_block(const Block& k, const Q8Act* x, __m512& acc, __m512& off) {
+void accumulate_block(const Block& k, const Q8Act* x, __m512& acc) {
   static_assert(T == 1 || !Format::kFoldedOffset, "several tokens go through accumulate_tokens");
   if constexpr (Format::kTwoScales) {
     __m512i lo = _mm512_set1_epi32(Format::offset_lo(*x)), hi = _mm512_set1_epi32(Format::offset_hi(*x));
     dot_chains(k, x, lo, hi);
     add_scaled_halves(lo, hi, k, *x, acc);
   } else if constexpr (Format::kFoldedOffset) {
-    add_scaled<Format>(folded_sum_one<Format>(k, x), k, *x, acc, off);
+    add_scaled<Format>(folded_sum_one<Format>(k, x), k, *x, acc);
   } else {
     __m512i lo = _mm512_setzero_si512(), hi = _mm512_setzero_si512();
     dot_chains(k, x, lo, hi);
-    add_scaled<Format>(_mm512_add_epi32(lo, hi), k, *x, acc, off);
+    add_scaled<Format>(_mm512_add_epi32(lo, hi), k, *x, acc);
   }
 }
 
 // Adds one block's products with T tokens' activations (token t's at
-// x + t) to acc and off. With several tokens, formats with one scale
+// x + t) to acc. With several tokens, formats with one scale
 // per block sum each token's integers in one chain through the 8 groups,
 // with the groups as the outer loop: consecutive vpdpbusd belong to
 // different tokens, so none waits for the one before it, and no second
@@ -143,7 +149,7 @@ void accumulate_block(const Block& k, const Q8Act* x, __m512& acc, __m512& off) 
 // after it are decode's (add_scaled): a token's result does not depend on
 // its batch. Q6_K sums each half in a chain of its own, token after token.
 template <class Format, int T>
-[[gnu::always_inline]] inline void accumulate_tokens(const Block& k, const Q8Act* x, __m512* acc, __m512* off) {
+[[gnu::always_inline]] inline void accumulate_tokens(const Block& k, const Q8Act* x, __m512* acc) {
   if constexpr (T > 1 && Format::kTwoScales) {
     __m512i lo[T], hi[T];
     for (int t = 0; t < T; ++t) {
@@ -163,9 +169,9 @@ template <class Format, int T>
     }
     for (int j = 0; j < 8; ++j)
       for (int t = 0; t < T; ++t) sum[t] = dot4(sum[t], k.g[j], x[t].qs + 4 * j);
-    for (int t = 0; t < T; ++t) add_scaled<Format>(sum[t], k, x[t], acc[t], off[t]);
+    for (int t = 0; t < T; ++t) add_scaled<Format>(sum[t], k, x[t], acc[t]);
   } else {
-    for (int t = 0; t < T; ++t) accumulate_block<Format, T>(k, x + t, acc[t], off[t]);
+    for (int t = 0; t < T; ++t) accumulate_block<Format, T>(k, x + t, acc[t]);
   }
 }
 
@@ -174,9 +180,7 @@ template <class Format, int T>
 // float accumulators stay in registers, several tokens' in memory: loads
 // and stores have ports of their own, the vector ports are what prefill
 // is short of, and 16 tokens' sums plus a block's 8 code vectors fill the
-// registers. The offset terms (M * dsum) get accumulators of their own, so
-// a block adds one FMA latency to a token's critical path instead of two
-// (decode has only one token). The panel is walked group by group, so a
+// registers. The panel is walked group by group, so a
 // block's offsets within its group are constants: index arithmetic in the
 // loop cost decode 13% of its tokens/s.
 template <class Format, bool kPrefetch, bool kNta, int T>
@@ -192,8 +196,8 @@ void quant_tile(const PanelArgs& a, int64_t t0) {
   // A lone token is a group of its own (see panel_quant_impl): its blocks
   // are adjacent.
   const int64_t bs = T == 1 ? 1 : acts.block_stride;
-  __m512 acc[T], off[T];
-  for (int t = 0; t < T; ++t) acc[t] = off[t] = _mm512_setzero_ps();
+  __m512 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = start_sum(a, t0 + t);
   const uint8_t* group = a.panel;
   const Q8Act* x = acts.x;
   for (int64_t b0 = 0; b0 < nb; b0 += kGroupBlocks, group += layout.group_bytes, x += kGroupBlocks * bs)
@@ -204,13 +208,13 @@ void quant_tile(const PanelArgs& a, int64_t t0) {
         if constexpr (kLineHint >= 0) prefetch<layout.meta_bytes(), kNta>(group + layout.meta_offset);
         else prefetch<layout.group_bytes, false>(group);  // several tokens: not NTA (see prefetch)
       }
-      if constexpr (T > 1) asm("" : "+m"(acc), "+m"(off));  // in memory (see above)
+      if constexpr (T > 1) asm("" : "+m"(acc));  // in memory (see above)
       Block k;
       if constexpr (kLineHint >= 0) Format::template load<T, kLineHint>(group, i, k);
       else Format::template load<T>(group, i, k);
-      accumulate_tokens<Format, T>(k, x + i * bs, acc, off);
+      accumulate_tokens<Format, T>(k, x + i * bs, acc);
     }
-  for (int t = 0; t < T; ++t) store(a, t0 + t, _mm512_sub_ps(acc[t], off[t]));
+  for (int t = 0; t < T; ++t) store(a, t0 + t, acc[t]);
 }
 
 // Each group of activations (kActGroup tokens) in tiles of as even a size
@@ -245,9 +249,11 @@ template <class Format, bool kPrefetch, bool kNta, int P, int T>
 void float_tile(const PanelArgs& a, int64_t p0, int64_t t0) {
   constexpr int C = 2;
   __m512 acc[C][P][T];
-  for (auto& chain : acc)
-    for (auto& panel : chain)
-      for (auto& v : panel) v = _mm512_setzero_ps();
+  for (int p = 0; p < P; ++p)
+    for (int t = 0; t < T; ++t) {
+      acc[0][p][t] = start_sum(a, t0 + t, p0 + p);
+      for (int u = 1; u < C; ++u) acc[u][p][t] = _mm512_setzero_ps();
+    }
   const uint8_t* panel = a.panel + p0 * a.panel_stride;
   const float* x = static_cast<const float*>(a.x) + t0 * a.x_stride;
   const int64_t xs = a.x_stride;

@@ -114,10 +114,15 @@ void decode_q6_k(const uint8_t* panel, int64_t b, Block& k) {
 
 constexpr int kTokenBlock = 16;
 
-// Token t's row results: written, or added to y (PanelArgs::accumulate).
+// Token t's row results: what its sums start from (the earlier slices'
+// sums, PanelArgs::resume, or 0), and where they go.
+void start(const PanelArgs& a, int64_t t, float* v) {
+  const float* y = a.y + t * a.y_stride;
+  for (int r = 0; r < R; ++r) v[r] = a.resume && r < a.rows ? y[r] : 0.0f;
+}
 void store(const PanelArgs& a, int64_t t, const float* v) {
   float* y = a.y + t * a.y_stride;
-  for (int r = 0; r < a.rows; ++r) y[r] = a.accumulate ? y[r] + v[r] : v[r];
+  for (int r = 0; r < a.rows; ++r) y[r] = v[r];
 }
 
 template <void (*Decode)(const uint8_t*, int64_t, Block&)>
@@ -128,7 +133,8 @@ void panel_quant(const PanelArgs& a) {
   for (int64_t t0 = 0; t0 < a.n_tokens; t0 += kTokenBlock) {
     const int nt = static_cast<int>(std::min<int64_t>(kTokenBlock, a.n_tokens - t0));
     const ActRow acts = act_row(a, t0);
-    float acc[kTokenBlock][R] = {};
+    float acc[kTokenBlock][R];
+    for (int t = 0; t < nt; ++t) start(a, t0 + t, acc[t]);
     for (int64_t b = 0; b < nb; ++b) {
       Decode(a.panel, b, k);
       for (int t = 0; t < nt; ++t) {
@@ -157,7 +163,8 @@ void panel_float(const PanelArgs& a) {
   const auto* x = static_cast<const float*>(a.x);
   for (int64_t t0 = 0; t0 < a.n_tokens; t0 += kTokenBlock) {
     const int nt = static_cast<int>(std::min<int64_t>(kTokenBlock, a.n_tokens - t0));
-    float acc[kTokenBlock][R] = {};
+    float acc[kTokenBlock][R];
+    for (int t = 0; t < nt; ++t) start(a, t0 + t, acc[t]);
     for (int64_t c = 0; c < a.cols; ++c) {
       float w[R];
       for (int r = 0; r < R; ++r) w[r] = Load(a.panel + (c * R + r) * kBytes);

@@ -95,32 +95,51 @@ bool has_own_panel_format(gguf::TensorType type);
 size_t panel_bytes(PanelFormat format, int64_t cols);
 inline int64_t panel_count(int64_t rows) { return (rows + kPanelRows - 1) / kPanelRows; }
 
-// A matrix wider than kSliceCols is packed as column slices: decode
-// multiplies slice 0 of a run of panels with slice 0 of the activations,
-// then slice 1, and so on, so a slice's activations stay in L1 from one
-// panel to the next. A whole 16-row panel of the FFN down projection (5632
+// A matrix wider than its format's slice_cols() is packed as column
+// slices: decode multiplies slice 0 of a run of panels with slice 0 of the
+// activations, then slice 1, and so on, so a slice's activation lines are
+// used again a few KB of weights later, before the weight stream pushes
+// them out of L1. A whole 16-row panel of the FFN down projection (5632
 // columns, Q4_0 50 KB) pushed them out of the 48 KB L1 before the next
-// panel came to use them. The kernels add the slices' products to y in
-// slice order (PanelArgs::accumulate); matmul.cpp's PackedLayout says where
-// each slice of each panel sits. Every slice but the last is `width`
+// panel came to use them. Each slice's sums go on from the sums the
+// slices before it left in y (PanelArgs::resume), so for the quantized
+// formats, which sum a token in one chain, the slices are a memory layout
+// only: the results are those of one pass over all the columns
+// (MatmulSlices.QuantizedSumsGoOnAcrossSlices), and prefill takes a run's
+// slices together in one call (the AMX tiles unpack them into one record;
+// the VNNI tiles of tokens get the panels gathered whole, matmul.cpp).
+// The float kernels' two chains per token make a slice boundary a
+// rounding of their own. matmul.cpp's PackedLayout says
+// where each slice of each panel sits. Every slice but the last is `width`
 // columns, a multiple of 256 (whole K-quant super-blocks, Q8_0 / Q4_0 block
 // pairs).
-// Measured on tinyllama's Q4_0 matrices, decode against a read of the same
-// packed bytes, sliced and whole alternated in one process (8 runs): the
-// down projection 0.66-0.74 -> 0.74-0.85, all of them together +2% to +6%
-// in 7 runs of 8 (one -0.3%).
-// Prefill pays for the extra kernel calls: the down projection ~10% slower,
-// all matrices ~2.5%. Slicing the 2048-column matrices too (kSliceCols
-// 1024) measured the same for decode; the K-quants, which prefetch in
-// software, and the float formats measured the same sliced or whole.
-constexpr int64_t kSliceCols = 2048;
+// The widths: tinyllama decode, tokens alternated in one `bench` process
+// between two copies of the model, one packed with 2048-column slices and
+// one with the width tried (rounds of 128 or 256 tokens, Intel AMX host):
+// Q8_0 512 columns 1.002-1.019x (22 rounds; 768 1.007-1.012x, 1024
+// 1.006-1.011x, 256 0.96x), Q4_K 1024 1.006-1.026x (7; 512 level), Q6_K
+// 1024 1.007-1.018x (7; 512 level). Q4_0 1024: 0.989-1.027x, median about
+// 1.00 (20 rounds; 512 0.99x, 256 0.97x), so it keeps 2048. The
+// float formats measured slower sliced (F16 1024 0.995-0.999x, 512 0.98x).
+// About 9-14 KB of a quantized panel between two uses of an activation
+// line, then; less, and a kernel call's setup and each panel's and slice's
+// load and store of its sums start to show.
+inline int64_t slice_cols(PanelFormat format) {
+  switch (format) {
+    case PanelFormat::q8_0: return 512;
+    case PanelFormat::q4_k:
+    case PanelFormat::q6_k: return 1024;
+    default: return 2048;
+  }
+}
 struct ColumnSlices {
   int64_t count, width;
   int64_t cols(int64_t s, int64_t total) const { return std::min(width, total - s * width); }
 };
-inline ColumnSlices column_slices(int64_t cols) {
-  if (cols <= kSliceCols) return {1, cols};
-  const int64_t n = (cols + kSliceCols - 1) / kSliceCols;
+inline ColumnSlices column_slices(PanelFormat format, int64_t cols) {
+  const int64_t max_width = slice_cols(format);
+  if (cols <= max_width) return {1, cols};
+  const int64_t n = (cols + max_width - 1) / max_width;
   const int64_t width = ((cols + n - 1) / n + 255) / 256 * 256;
   return {(cols + width - 1) / width, width};
 }
@@ -151,7 +170,9 @@ struct PanelArgs {
   float* y;            // y[t * y_stride + 16 i + r] for panel i, r < its rows
   int64_t y_stride;
   int rows;            // valid rows of the run's last panel, 1..16 (the others have 16)
-  bool accumulate;     // y += the products (column slices after the first) instead of y =
+  // Column slices after the first: y holds the sums over the columns before
+  // this slice, and the kernel's sums start from them (instead of from 0).
+  bool resume;
 };
 
 using PanelKernel = void (*)(const PanelArgs& args);
@@ -223,9 +244,10 @@ namespace amx {
 constexpr int64_t kInt8BlockBytes = 11 * 64;
 void unpack_int8(PanelFormat format, const uint8_t* panel, int64_t cols, uint8_t* out);
 // A run of at most kInt8MaxPanels unpacked panels (args.panel,
-// panel_stride nb * kInt8BlockBytes) times args.n_tokens tokens, a multiple
-// of 16 (whole groups of the activations, matmul.h): the VNNI kernels'
-// results, bit for bit.
+// panel_stride nb * kInt8BlockBytes), all their columns in one call (the
+// column slices unpacked one after another; args.resume false), times
+// args.n_tokens tokens, a multiple of 16 (whole groups of the activations,
+// matmul.h): the VNNI kernels' results over the slices, bit for bit.
 constexpr int64_t kInt8MaxPanels = 8;
 void int8_panels(PanelFormat format, const PanelArgs& args);
 

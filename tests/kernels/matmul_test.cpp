@@ -39,8 +39,9 @@ std::vector<Shape> shapes_for(TensorType type) {
   const int64_t blk = gguf::type_info(type)->block_elems;
   const int64_t c1 = blk == 256 ? 256 : blk == 32 ? 96 : 37;  // odd column count for float types
   const int64_t c2 = blk == 256 ? 768 : blk == 32 ? 320 : 300;
-  // Wider than kSliceCols: packed as 2 and 3 column slices, the last narrower
-  // (q8_0 / q4_0 2336: a last slice of 33 blocks, which gets a zero partner).
+  // Wider than their format's slice_cols (panel.h): packed as several column
+  // slices, the last narrower (q8_0 / q4_0 2336: a last slice of 9 blocks,
+  // which gets a zero partner).
   const int64_t c3 = blk == 256 ? 2816 : blk == 32 ? 2336 : 2100;
   const int64_t c4 = blk == 256 ? 5632 : blk == 32 ? 4160 : 4100;
   std::vector<Shape> out;
@@ -151,27 +152,94 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, MatmulTest,
                          case_name);
 
 // Wide matrices are packed as column slices: every slice but the last whole
-// 256-column units, none wider than kSliceCols, covering the columns once.
+// 256-column units, none wider than the format's slice_cols, covering the
+// columns once.
 TEST(MatmulSlices, CoverTheColumnsInWholeSuperBlocks) {
-  for (int64_t cols : {32, 300, 2048, 2080, 2100, 2336, 2816, 4096, 4100, 4160, 5632, 11008, 14336, 32800}) {
-    SCOPED_TRACE("cols " + std::to_string(cols));
-    const ColumnSlices slices = column_slices(cols);
-    EXPECT_EQ(slices.count > 1, cols > kSliceCols);
-    int64_t covered = 0;
-    for (int64_t s = 0; s < slices.count; ++s) {
-      const int64_t c = slices.cols(s, cols);
-      EXPECT_GT(c, 0);
-      EXPECT_LE(c, std::min(cols, kSliceCols));
-      if (s + 1 < slices.count) {
-        EXPECT_EQ(c % 256, 0);
+  for (int f = 0; f < static_cast<int>(PanelFormat::count); ++f) {
+    const auto format = static_cast<PanelFormat>(f);
+    const int64_t max_width = slice_cols(format);
+    EXPECT_EQ(max_width % 256, 0);
+    for (int64_t cols : {32, 300, 512, 1024, 2048, 2080, 2100, 2336, 2816, 4096, 4100, 4160, 5632, 11008, 32800}) {
+      SCOPED_TRACE("format " + std::to_string(f) + " cols " + std::to_string(cols));
+      const ColumnSlices slices = column_slices(format, cols);
+      EXPECT_EQ(slices.count > 1, cols > max_width);
+      int64_t covered = 0;
+      for (int64_t s = 0; s < slices.count; ++s) {
+        const int64_t c = slices.cols(s, cols);
+        EXPECT_GT(c, 0);
+        EXPECT_LE(c, std::min(cols, max_width));
+        if (s + 1 < slices.count) {
+          EXPECT_EQ(c % 256, 0);
+        }
+        covered += c;
       }
-      covered += c;
+      EXPECT_EQ(covered, cols);
     }
-    EXPECT_EQ(covered, cols);
   }
-  // MatchesReference's wide shapes (c3, c4) exercise 2 and 3 slices.
-  for (int64_t cols : {2100, 2336, 2816}) EXPECT_EQ(column_slices(cols).count, 2) << cols;
-  for (int64_t cols : {4100, 4160, 5632}) EXPECT_EQ(column_slices(cols).count, 3) << cols;
+  // MatchesReference's wide shapes (c3, c4) exercise 2 and 3 or more slices.
+  for (int64_t cols : {2100, 4100}) EXPECT_EQ(column_slices(PanelFormat::f32, cols).count, cols / 2048 + 1) << cols;
+  for (auto [format, cols] : {std::pair{PanelFormat::q8_0, 2336}, {PanelFormat::q4_0, 2336}, {PanelFormat::q4_k, 2816},
+                              {PanelFormat::q6_k, 2816}})
+    EXPECT_GE(column_slices(format, cols).count, 2) << cols;
+}
+
+// A quantized panel's sums go on from slice to slice (PanelArgs::resume):
+// packed as slices, each kernel call starting from the last one's sums, a
+// panel gives the bits of one call over all its columns, for every ISA,
+// decode (one token) and tiles of tokens alike. This is what lets the AMX
+// tiles take all the slices in one call (matmul_amx_test checks those).
+TEST(MatmulSlices, QuantizedSumsGoOnAcrossSlices) {
+  std::mt19937 rng(77);
+  ThreadPool pool(1);
+  for (const Isa isa : llmserve::testing::runnable_isas())
+    for (const TensorType type : {TensorType::Q8_0, TensorType::Q4_0, TensorType::Q4_K, TensorType::Q6_K}) {
+      // At least 3 slices, the last narrower; Q8_0's and Q4_0's of an odd
+      // number of blocks.
+      const int64_t cols = type == TensorType::Q8_0 ? 2336 : type == TensorType::Q4_0 ? 4128 : 2816;
+      SCOPED_TRACE(std::string(isa_name(isa)) + " " + std::string(gguf::type_info(type)->name));
+      const PanelFormat format = panel_format(type);
+      const MatmulKernels& kernels = matmul_kernels(isa);
+      const PanelKernel kernel = kernels.panel[1][0][static_cast<int>(format)];
+      const llmserve::testing::RandomMatrix m(rng, type, kPanelRows, cols, pool);
+      const ColumnSlices slices = column_slices(format, cols);
+      ASSERT_GE(slices.count, 3);
+      const int64_t nb = cols / kQBlock;
+      for (const int64_t n_tokens : {1, 5, 16}) {
+        const auto x = llmserve::testing::random_floats(rng, static_cast<size_t>(n_tokens * cols));
+        std::vector<Q8Act> acts(static_cast<size_t>(n_tokens * nb));
+        for (int64_t t = 0; t < n_tokens; ++t)
+          kernels.quantize(x.data() + t * cols, cols, &acts[act_index(t, 0, n_tokens, nb)],
+                           act_group_width(t, n_tokens));
+        PanelArgs a{};
+        a.n_panels = 1;
+        a.x = acts.data();
+        a.x_stride = nb;
+        a.n_tokens = n_tokens;
+        a.y_stride = kPanelRows;
+        a.rows = kPanelRows;
+        auto run = [&](const Matrix& w, int64_t block0, bool resume, float* y) {
+          PackedWeights panel(panel_bytes(format, w.cols));
+          pack_panel(w, 0, panel.data());
+          a.panel = panel.data();
+          a.panel_stride = panel_bytes(format, w.cols);
+          a.cols = w.cols;
+          a.x_block0 = block0;
+          a.resume = resume;
+          a.y = y;
+          kernel(a);
+        };
+        std::vector<float> whole(static_cast<size_t>(n_tokens * kPanelRows)), sliced(whole.size());
+        run(m.w, 0, false, whole.data());
+        const auto info = gguf::type_info(type);
+        for (int64_t s = 0; s < slices.count; ++s) {
+          Matrix slice = m.w;
+          slice.data += s * slices.width / info->block_elems * info->block_bytes;
+          slice.cols = slices.cols(s, cols);
+          run(slice, s * slices.width / kQBlock, s > 0, sliced.data());
+        }
+        EXPECT_EQ(sliced, whole) << n_tokens << " tokens";
+      }
+    }
 }
 
 // Several targets sharing one input give exactly what separate calls give,

@@ -40,7 +40,7 @@ constexpr int kPrefetchBytes = 8192;
 // 0.59-0.62 and 0.62-0.67 (3 rounds), and `bench` decoded 1.22x as fast
 // on tinyllama Q4_K_M, 1.28x on Q6_K (3 rounds alternated).
 // Each such load is followed by its format's kLineNops nops (3,
-// kLinePadNops, or 6; see below). They do no work; our
+// kLinePadNops, for Q8_0; 6 for the others; see below). They do no work; our
 // guess is that by taking slots in the reorder buffer they keep the core
 // from running its demand loads far past the prefetched lines. In the
 // loop alone over 1 GiB (bench_kernels read_pattern/*), 3 raise the read
@@ -53,8 +53,13 @@ constexpr int kPrefetchBytes = 8192;
 // kLineNops): tokens alternated in one `bench` process between 3 and 6
 // (tinyllama, against a control of 3 and 3 run alongside): Q4_0
 // 1.002-1.041x, median 1.011 (13 rounds; control 0.990-1.008, median
-// 1.000), Q4_K 1.012-1.024x (3; control 0.989-1.010), Q6_K 0.996-1.008x
-// (3; control 0.991-1.004: kept at 3), Q8_0 0.961-0.970x (3).
+// 1.000), Q4_K 1.012-1.024x (3; control 0.989-1.010), Q8_0 0.961-0.970x
+// (3). Q6_K measured level then (0.996-1.008x, 3 rounds) and took 6 once
+// its panels were sliced at 1024 columns (panel.h): 1.028-1.042x (6
+// rounds; 8 nops 1.027-1.039x, 10 0.999-1.011x, 4 0.998-1.013x),
+// tinyllama Q4_K_M 0.993-1.012x (6, median 1.004). With the slices Q4_K
+// keeps 6 (4 nops 0.993-1.020x, 5 0.953-0.960x, 8 0.995-1.007x) and Q8_0 3
+// (2 nops 0.994-0.996x, 4 0.979-0.983x).
 constexpr int kLinePadNops = 3;
 
 template <int kHint, int kNops = kLinePadNops>
@@ -177,7 +182,7 @@ struct Q6_K {
   static constexpr const QuantLayout& kLayout = kQ6_KLayout;
   static constexpr bool kTwoScales = true, kFoldedOffset = true, kAlwaysPrefetch = true;
   static constexpr int kTileTokens = 8;  // two chains per token
-  static constexpr int kLineNops = kLinePadNops;
+  static constexpr int kLineNops = 6;
   static constexpr float kCodeZero = 32;
   static int32_t offset_lo(const Q8Act& x) { return x.neg32_sum_lo; }
   static int32_t offset_hi(const Q8Act& x) { return x.neg32_sum_hi; }

@@ -40,7 +40,8 @@ constexpr int kPrefetchBytes = 8192;
 // 0.59-0.62 and 0.62-0.67 (3 rounds), and `bench` decoded 1.22x as fast
 // on tinyllama Q4_K_M, 1.28x on Q6_K (3 rounds alternated).
 // Each such load is followed by its format's kLineNops nops (3,
-// kLinePadNops, for Q8_0; 6 for the others; see below). They do no work; our
+// kLinePadNops, for Q8_0; 6 or 10 for the others; see below). They do no
+// work; our
 // guess is that by taking slots in the reorder buffer they keep the core
 // from running its demand loads far past the prefetched lines. In the
 // loop alone over 1 GiB (bench_kernels read_pattern/*), 3 raise the read
@@ -54,7 +55,11 @@ constexpr int kPrefetchBytes = 8192;
 // (tinyllama, against a control of 3 and 3 run alongside): Q4_0
 // 1.002-1.041x, median 1.011 (13 rounds; control 0.990-1.008, median
 // 1.000), Q4_K 1.012-1.024x (3; control 0.989-1.010), Q8_0 0.961-0.970x
-// (3). Q6_K measured level then (0.996-1.008x, 3 rounds) and took 6 once
+// (3). Q4_0 takes 10 since its panels are sliced at 1024 columns (panel.h):
+// against 2048 columns and 6 nops, 0.9998-1.016x (12 rounds, median 1.009;
+// two copies alike 0.997-1.002x), 1024 columns and 8 nops 0.993-1.026x
+// (9, median 1.007), 2048 and 8 1.005-1.007x (3).
+// Q6_K measured level then (0.996-1.008x, 3 rounds) and took 6 once
 // its panels were sliced at 1024 columns (panel.h): 1.028-1.042x (6
 // rounds; 8 nops 1.027-1.039x, 10 0.999-1.011x, 4 0.998-1.013x),
 // tinyllama Q4_K_M 0.993-1.012x (6, median 1.004). With the slices Q4_K
@@ -143,7 +148,7 @@ struct Q4_0 {
   static constexpr bool kTwoScales = false, kFoldedOffset = true, kAlwaysPrefetch = true;
   static constexpr int kTileTokens = 16;
   static constexpr int kHighShift = 4;
-  static constexpr int kLineNops = 6;
+  static constexpr int kLineNops = 10;
   static constexpr float kCodeZero = 8;
   static int32_t offset(const Q8Act& x) { return x.neg8_sum; }
   template <int T, int kHint = -1>

@@ -119,7 +119,8 @@ inline int64_t panel_count(int64_t rows) { return (rows + kPanelRows - 1) / kPan
 // Q8_0 512 columns 1.002-1.019x (22 rounds; 768 1.007-1.012x, 1024
 // 1.006-1.011x, 256 0.96x), Q4_K 1024 1.006-1.026x (7; 512 level), Q6_K
 // 1024 1.007-1.018x (7; 512 level). Q4_0 1024: 0.989-1.027x, median about
-// 1.00 (20 rounds; 512 0.99x, 256 0.97x), so it keeps 2048. The
+// 1.00 (20 rounds; 512 0.99x, 256 0.97x), but with 10 nops a line instead
+// of 6 (formats_avx512.h) 0.9998-1.016x, median 1.009 (12). The
 // float formats measured slower sliced (F16 1024 0.995-0.999x, 512 0.98x).
 // About 9-14 KB of a quantized panel between two uses of an activation
 // line, then; less, and a kernel call's setup and each panel's and slice's
@@ -127,6 +128,7 @@ inline int64_t panel_count(int64_t rows) { return (rows + kPanelRows - 1) / kPan
 inline int64_t slice_cols(PanelFormat format) {
   switch (format) {
     case PanelFormat::q8_0: return 512;
+    case PanelFormat::q4_0:
     case PanelFormat::q4_k:
     case PanelFormat::q6_k: return 1024;
     default: return 2048;

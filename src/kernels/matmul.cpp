@@ -286,7 +286,17 @@ struct ChunkPanels {
   int64_t p0, n;
   size_t offset(int64_t s) const { return prepared ? layout.offset(p0, s) : n * s * layout.slice_panel_bytes(0); }
   size_t stride(int64_t s) const { return layout.slice_panel_bytes(s); }
+  // Slice s of panel p0 + i, in bytes from base.
+  size_t at(int64_t s, int64_t i) const { return offset(s) + i * stride(s); }
   size_t scratch_bytes() const { return n * layout.whole_panel_bytes(); }
+  // fn(slice s of panel p0 + i, its columns, i, s) for every panel and
+  // slice, slice after slice: how a chunk's panels are copied or unpacked
+  // into a thread's scratch.
+  template <class F>
+  void each_slice_panel(F&& fn) const {
+    for (int64_t s = 0; s < layout.slices.count; ++s)
+      for (int64_t i = 0; i < n; ++i) fn(base + at(s, i), layout.slices.cols(s, layout.cols), i, s);
+  }
 };
 
 // Scratch for a thread's chunk panels, 64-byte aligned. Grows, never shrinks.
@@ -358,7 +368,7 @@ void MatmulJob::run_panels(const Target* t, int64_t p0, int64_t p1, int64_t bloc
     uint8_t* packed = chunk_scratch(own.packed, panels);
     for (int64_t s = 0; own.packed_for != key && s < layout.slices.count; ++s) {
       const Matrix slice = column_slice(w, layout.slices, s);
-      for (int64_t q = p0; q < p1; ++q) pack_panel(slice, q, packed + panels.offset(s) + (q - p0) * panels.stride(s));
+      for (int64_t q = p0; q < p1; ++q) pack_panel(slice, q, packed + panels.at(s, q - p0));
     }
     own.packed_for = key;
     panels.base = packed;
@@ -374,10 +384,10 @@ void MatmulJob::run_panels(const Target* t, int64_t p0, int64_t p1, int64_t bloc
   if (bf16) {
     const int64_t block_values = bf16_w_parts_ * kBf16TileValues;
     auto* out = reinterpret_cast<uint16_t*>(scratch(own.derived, panels.n * nb * block_values * 2 / 64)->bytes);
-    for (int64_t s = 0; fresh && s < layout.slices.count; ++s)
-      for (int64_t i = 0; i < panels.n; ++i)
-        amx::split_bf16(format, panels.base + panels.offset(s) + i * panels.stride(s), layout.slices.cols(s, cols_),
-                        out + (i * nb + s * layout.slices.width / kQBlock) * block_values);
+    if (fresh)
+      panels.each_slice_panel([&](const uint8_t* p, int64_t cols, int64_t i, int64_t s) {
+        amx::split_bf16(format, p, cols, out + (i * nb + s * layout.slices.width / kQBlock) * block_values);
+      });
     own.derived_for = derived_key;
     amx::bf16_panels({out, panels.n, nb, bf16_acts_ + bf16_act_index(t_begin, 0, nb), t_end - t_begin,
                       t->y + t_begin * w.rows + p0 * kPanelRows, w.rows, last_rows, bf16_w_parts_});
@@ -398,10 +408,10 @@ void MatmulJob::run_panels(const Target* t, int64_t p0, int64_t p1, int64_t bloc
   };
   if (tile_tokens > 0) {
     uint8_t* out = scratch(own.derived, panels.n * nb * amx::kInt8BlockBytes / 64)->bytes;
-    for (int64_t s = 0; fresh && s < layout.slices.count; ++s)
-      for (int64_t i = 0; i < panels.n; ++i)
-        amx::unpack_int8(format, panels.base + panels.offset(s) + i * panels.stride(s), layout.slices.cols(s, cols_),
-                         out + (i * nb + s * layout.slices.width / kQBlock) * amx::kInt8BlockBytes);
+    if (fresh)
+      panels.each_slice_panel([&](const uint8_t* p, int64_t cols, int64_t i, int64_t s) {
+        amx::unpack_int8(format, p, cols, out + (i * nb + s * layout.slices.width / kQBlock) * amx::kInt8BlockBytes);
+      });
     own.derived_for = derived_key;
     // All the slices in one call: their sums are one pass's (PanelArgs::resume).
     set_tokens(t_begin, tile_tokens);
@@ -418,10 +428,10 @@ void MatmulJob::run_panels(const Target* t, int64_t p0, int64_t p1, int64_t bloc
     const ChunkPanels from = panels;
     panels = {PackedLayout(PanelFormat::f32, w.rows, cols_), nullptr, false, p0, p1 - p0};
     uint8_t* wide = chunk_scratch(own.derived, panels);
-    for (int64_t s = 0; fresh && s < layout.slices.count; ++s)
-      for (int64_t i = 0; i < panels.n; ++i)
-        kernels_->widen(format, from.base + from.offset(s) + i * from.stride(s), layout.slices.cols(s, cols_),
-                        reinterpret_cast<float*>(wide + panels.offset(s) + i * panels.stride(s)));
+    if (fresh)
+      from.each_slice_panel([&](const uint8_t* p, int64_t cols, int64_t i, int64_t s) {
+        kernels_->widen(format, p, cols, reinterpret_cast<float*>(wide + panels.at(s, i)));
+      });
     own.derived_for = derived_key;
     panels.base = wide;
   }
@@ -442,10 +452,10 @@ void MatmulJob::run_panels(const Target* t, int64_t p0, int64_t p1, int64_t bloc
   if (quantized && n_tokens_ > kActGroup && tile_tokens == 0 && layout.slices.count > 1) {
     const size_t whole_bytes = layout.whole_panel_bytes();
     uint8_t* whole = scratch(own.whole, panels.n * whole_bytes / 64)->bytes;
-    for (int64_t s = 0; own.whole_for != key && s < layout.slices.count; ++s)
-      for (int64_t i = 0; i < panels.n; ++i)
-        std::memcpy(whole + i * whole_bytes + s * layout.slice_panel_bytes(0),
-                    panels.base + panels.offset(s) + i * panels.stride(s), panels.stride(s));
+    if (own.whole_for != key)
+      panels.each_slice_panel([&](const uint8_t* p, int64_t, int64_t i, int64_t s) {
+        std::memcpy(whole + i * whole_bytes + s * layout.slice_panel_bytes(0), p, panels.stride(s));
+      });
     own.whole_for = key;
     a.cols = cols_;
     a.panel = whole;

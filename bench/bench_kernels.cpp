@@ -391,10 +391,10 @@ void decode_matmuls(benchmark::State& state, ModelShape m, TensorType type, bool
 // seconds, more than the differences in question.
 // "vs_read_off" / "vs_read_on": medians of each way's rate over its read;
 // "on_over_off": the median of the pairs' ratios of those.
-// decode_prefetch_ab: prefetch_weights(). Q4_0 prefetches either way
-// (Format::kAlwaysPrefetch in matmul_avx512.cpp): its pair runs the same
-// kernels twice, the pairing's own noise.
-// decode_nta_ab: prefetch_non_temporal(), for the formats that prefetch.
+// decode_prefetch_ab: prefetch_weights(), which only the float formats
+// follow: Q8_0 prefetches either way, so its pair runs the same kernels
+// twice, the pairing's own noise.
+// decode_nta_ab: prefetch_non_temporal().
 struct Setting {
   bool (*get)();
   void (*set)(bool);
@@ -452,10 +452,10 @@ void register_decode_chains() {
   } settings[] = {
       {"decode_prefetch_ab/",
        {kernels::prefetch_weights, kernels::set_prefetch_weights},
-       {TensorType::Q8_0, TensorType::Q4_0}},
+       {TensorType::F16, TensorType::Q8_0}},
       {"decode_nta_ab/",
        {kernels::prefetch_non_temporal, kernels::set_prefetch_non_temporal},
-       {TensorType::Q4_0, TensorType::Q4_K, TensorType::Q6_K}}};
+       {TensorType::Q8_0, TensorType::Q4_0, TensorType::Q4_K, TensorType::Q6_K}}};
   for (const auto& s : settings)
     for (const ModelShape& m : models)
       for (TensorType t : s.types)

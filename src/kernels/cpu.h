@@ -27,18 +27,18 @@ Isa active_isa();
 // Not synchronised with running kernels: call it between ops, as tests do.
 Isa set_isa(Isa isa);
 
-// Whether the AVX-512 matmul kernels prefetch the weight panels they stream
-// in software (8 KiB ahead; prefetch_non_temporal() says into which cache)
-// for every format; without it only Q4_0 and the K-quants do, and Q8_0 and
-// the float formats rely on the hardware prefetchers. Decode streams every
-// weight once per token, so this decides how close to the read bandwidth
-// it gets, and the best choice is the CPU's:
+// Whether the AVX-512 matmul kernels prefetch the float formats' weight
+// panels in software (8 KiB ahead; prefetch_non_temporal() says into which
+// cache); without it they rely on the hardware prefetchers. The quantized
+// formats always prefetch (matmul_avx512.cpp: prefetch). Decode streams
+// every weight once per token, so this decides how close to the read
+// bandwidth it gets, and the best choice is the CPU's:
 //  - Intel Xeon (the 2-vCPU host of this project's Intel rounds): with it,
 //    tinyllama Q4_0 decode went from 0.60-0.62 to 0.83-0.86 of the read
-//    bandwidth, Q8_0 from 0.80-0.81 to 0.86-0.92 (bench, 3 alternated runs);
-//  - AMD Zen 5: Q8_0 decoded alike with and without (0.99-1.00, paired
-//    runs of bench_kernels decode_prefetch_ab), where unpaired runs of
-//    earlier rounds had put it 8-10% slower with.
+//    bandwidth, Q8_0 from 0.80-0.81 to 0.86-0.92 (bench, 3 alternated
+//    runs), when this setting still covered them;
+//  - AMD Zen 5: tinyllama F16 decoded 0.972x and 1.03x as fast with it
+//    (tokens alternated in one `bench` process, 8 rounds each).
 // So: on unless the CPU is AMD's (or Hygon's, the same cores).
 // LLMSERVE_PREFETCH=0|1 in the environment at first use overrides that.
 bool prefetch_weights();

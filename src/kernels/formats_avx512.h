@@ -125,7 +125,7 @@ void unpack_nibbles(const uint8_t* p, __m512i* g) {
 // load<T> unpacks a block for tiles of T tokens (only Q4_0 differs by T).
 struct Q8_0 {
   static constexpr const QuantLayout& kLayout = kQ8_0Layout;
-  static constexpr bool kTwoScales = false, kFoldedOffset = true, kAlwaysPrefetch = false;
+  static constexpr bool kTwoScales = false, kFoldedOffset = true;
   static constexpr int kTileTokens = 16;
   static constexpr int kHighShift = 0;
   static constexpr int kLineNops = kLinePadNops;
@@ -140,12 +140,10 @@ struct Q8_0 {
 
 // Decode (T = 1) keeps the high nibbles 16 times over (nibbles_hi16) and
 // shifts its sum down once per block; several tokens share one shift per
-// vector instead (unpack_nibbles), so each token's sum needs none. Twice
-// Q8_0's instructions per byte leave the core half the lookahead into the
-// stream, so it prefetches on every CPU (see prefetch).
+// vector instead (unpack_nibbles), so each token's sum needs none.
 struct Q4_0 {
   static constexpr const QuantLayout& kLayout = kQ4_0Layout;
-  static constexpr bool kTwoScales = false, kFoldedOffset = true, kAlwaysPrefetch = true;
+  static constexpr bool kTwoScales = false, kFoldedOffset = true;
   static constexpr int kTileTokens = 16;
   static constexpr int kHighShift = 4;
   static constexpr int kLineNops = 10;
@@ -168,7 +166,7 @@ __m512 i8x16_to_ps(const uint8_t* p) {
 
 struct Q4_K {
   static constexpr const QuantLayout& kLayout = kQ4_KLayout;
-  static constexpr bool kTwoScales = false, kFoldedOffset = false, kAlwaysPrefetch = true;
+  static constexpr bool kTwoScales = false, kFoldedOffset = false;
   static constexpr int kTileTokens = 16;
   static constexpr int kLineNops = 6;
   template <int T, int kHint = -1>
@@ -185,7 +183,7 @@ struct Q4_K {
 // half's offset of -32 per code folded into that half's chain.
 struct Q6_K {
   static constexpr const QuantLayout& kLayout = kQ6_KLayout;
-  static constexpr bool kTwoScales = true, kFoldedOffset = true, kAlwaysPrefetch = true;
+  static constexpr bool kTwoScales = true, kFoldedOffset = true;
   static constexpr int kTileTokens = 8;  // two chains per token
   static constexpr int kLineNops = 6;
   static constexpr float kCodeZero = 32;

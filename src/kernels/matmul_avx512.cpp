@@ -43,14 +43,14 @@ __m512i dot4(__m512i acc, __m512i u, const int8_t* s) {
 // tokens reread a chunk's panels tile after tile, and with NTA lines
 // leaving L2 early Q4_0's matmul of 512 tokens ran 10-18% slower (Q4_K
 // 3-7%; bench_kernels matmul/M/5632x2048/512, 3 rounds alternated).
-// Every kernel prefetches when prefetch_weights() is on (cpu.h says where
-// it pays), Q4_0 and the K-quants always (Format::kAlwaysPrefetch). Each
-// thread streams a contiguous share of a call's panels
-// (ThreadPool::parallel_for_shares). On the Zen 5 host the hardware
-// prefetchers followed that well enough for Q8_0 (decode with prefetch over
-// without 0.99-1.00, bench_kernels decode_prefetch_ab, 4 paired runs), but
-// not for the formats with more work per byte: Q4_0 decoded 1.03-1.09x as
-// fast with it (the same 4 runs), and the K-quants read at 0.80-1.18 of the
+// The quantized kernels always prefetch (panel.h says what that gained Q8_0
+// on the Zen 5 host), the float kernels when prefetch_weights() is on
+// (cpu.h says where it pays). Each thread streams a contiguous share of a call's panels
+// (ThreadPool::parallel_for_shares). On the Zen 5 host, with Q8_0 and Q4_0
+// in 2-block groups, the hardware prefetchers followed that well enough
+// for Q8_0 (decode with prefetch over without 0.99-1.00, bench_kernels
+// decode_prefetch_ab, 4 paired runs), but not for Q4_0, which decoded
+// 1.03-1.09x as fast with it (the same 4 runs), and the K-quants read at 0.80-1.18 of the
 // bandwidth with prefetch (then T0, 2 KiB ahead) and 0.51-0.78 without
 // (matvec/q4_k|q6_k, 3 rounds). On the Intel
 // host, 4-16 KiB ahead into L2 decoded alike (tinyllama Q4_0 bench) and
@@ -183,14 +183,12 @@ template <class Format, int T>
 // registers. The panel is walked group by group, so a
 // block's offsets within its group are constants: index arithmetic in the
 // loop cost decode 13% of its tokens/s.
-template <class Format, bool kPrefetch, bool kNta, int T>
+template <class Format, bool kNta, int T>
 void quant_tile(const PanelArgs& a, int64_t t0) {
   constexpr QuantLayout layout = Format::kLayout;
   constexpr int64_t kGroupBlocks = layout.group_blocks;
-  // Decode prefetches the codes line by line as it loads them (load_line),
-  // and only the group's scales here, which it reads without load_line.
-  constexpr bool kLines = T == 1 && (kPrefetch || Format::kAlwaysPrefetch);
-  constexpr int kLineHint = kLines ? (kNta ? _MM_HINT_NTA : _MM_HINT_T1) : -1;
+  // Decode prefetches the codes line by line as it loads them (load_line).
+  constexpr int kLineHint = T == 1 ? (kNta ? _MM_HINT_NTA : _MM_HINT_T1) : -1;
   const int64_t nb = a.cols / kQBlock;
   const ActRow acts = act_row(a, t0);
   // A lone token is a group of its own (see panel_quant_impl): its blocks
@@ -202,13 +200,17 @@ void quant_tile(const PanelArgs& a, int64_t t0) {
   const Q8Act* x = acts.x;
   for (int64_t b0 = 0; b0 < nb; b0 += kGroupBlocks, group += layout.group_bytes, x += kGroupBlocks * bs)
     for (int64_t i = 0; i < kGroupBlocks && b0 + i < nb; ++i) {
-      // Issued from inside the block loop: written before it, GCC 12 kept it
-      // for the first group only.
-      if ((kPrefetch || Format::kAlwaysPrefetch) && i == 0) {
-        if constexpr (kLineHint >= 0) prefetch<layout.meta_bytes(), kNta>(group + layout.meta_offset);
-        else prefetch<layout.group_bytes, false>(group);  // several tokens: not NTA (see prefetch)
+      // The group's scales, which no load_line reads, at its first block;
+      // tiles of several tokens also each block's codes at once, not NTA
+      // (see prefetch): block by block over the whole 8-block group at its
+      // first block, tinyllama pp512 Q4_0 1.10x (0.96-1.20, 8 rounds),
+      // Q4_K_M 0.995x (0.93-1.05, 6; scripts/ab_bench.py, Zen 5). Issued from inside the block loop: written
+      // before it, GCC 12 kept it for the first group only.
+      if (i == 0) prefetch<layout.meta_bytes(), kNta && T == 1>(group + layout.meta_offset);
+      if constexpr (T > 1) {
+        prefetch<layout.code_bytes, false>(group + layout.codes_offset + i * layout.code_bytes);
+        asm("" : "+m"(acc));  // in memory (see above)
       }
-      if constexpr (T > 1) asm("" : "+m"(acc));  // in memory (see above)
       Block k;
       if constexpr (kLineHint >= 0) Format::template load<T, kLineHint>(group, i, k);
       else Format::template load<T>(group, i, k);
@@ -220,9 +222,9 @@ void quant_tile(const PanelArgs& a, int64_t t0) {
 // Each group of activations (kActGroup tokens) in tiles of as even a size
 // as Format::kTileTokens allows; a tile of one token only for a group of
 // one.
-template <class Format, bool kPrefetch, bool kNta, int... T>
+template <class Format, bool kNta, int... T>
 void panel_quant_impl(const PanelArgs& a, std::integer_sequence<int, T...>) {
-  static constexpr void (*tiles[])(const PanelArgs&, int64_t) = {quant_tile<Format, kPrefetch, kNta, T + 1>...};
+  static constexpr void (*tiles[])(const PanelArgs&, int64_t) = {quant_tile<Format, kNta, T + 1>...};
   for (int64_t g0 = 0; g0 < a.n_tokens; g0 += kActGroup) {
     const int64_t w = act_group_width(g0, a.n_tokens), n_tiles = (w + Format::kTileTokens - 1) / Format::kTileTokens;
     for (int64_t i = 0; i < n_tiles; ++i) {
@@ -232,10 +234,10 @@ void panel_quant_impl(const PanelArgs& a, std::integer_sequence<int, T...>) {
   }
 }
 
-template <class Format, bool kPrefetch, bool kNta>
+template <class Format, bool kNta>
 void panel_quant(const PanelArgs& a) {
   static_assert(Format::kTileTokens >= 2 && Format::kTileTokens <= kActGroup);
-  panel_quant_impl<Format, kPrefetch, kNta>(a, std::make_integer_sequence<int, Format::kTileTokens>());
+  panel_quant_impl<Format, kNta>(a, std::make_integer_sequence<int, Format::kTileTokens>());
 }
 
 // Panels [p0, p0 + P) of the run x T tokens starting at t0, all in
@@ -322,8 +324,8 @@ void widen(PanelFormat from, const uint8_t* panel, int64_t cols, float* out) {
 
 template <bool kPrefetch, bool kNta>
 constexpr PanelKernels kPanels = {
-    each_panel<panel_quant<Q8_0, kPrefetch, kNta>>, each_panel<panel_quant<Q4_0, kPrefetch, kNta>>,
-    each_panel<panel_quant<Q4_K, kPrefetch, kNta>>, each_panel<panel_quant<Q6_K, kPrefetch, kNta>>,
+    each_panel<panel_quant<Q8_0, kNta>>, each_panel<panel_quant<Q4_0, kNta>>,
+    each_panel<panel_quant<Q4_K, kNta>>, each_panel<panel_quant<Q6_K, kNta>>,
     panel_float<F32, kPrefetch, kNta>,             panel_float<F16, kPrefetch, kNta>,
     panel_float<BF16, kPrefetch, kNta>};
 

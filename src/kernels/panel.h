@@ -26,9 +26,9 @@
 // matvec/*/32000x2048 Q4_K 0.83 -> 0.85-0.86, Q6_K 0.84 -> 0.86-0.87;
 // `bench` tinyllama Q4_K_M 1.053x, Q4_K 1.059x, Q6_K 1.027x). The AVX2
 // decode kernel reads them the same either way (matmul_avx2.cpp).
-//   q8_0: group = 2 blocks: f16 d[2][16], then codes [2][8 groups][64] =
+//   q8_0: group = 8 blocks: f16 d[8][16], then codes [8][8 groups][64] =
 //         qs ^ 0x80                                       (S = d, M = 128 d)
-//   q4_0: group = 2 blocks: f16 d[2][16], then codes [2][4][64], byte = the
+//   q4_0: group = 8 blocks: f16 d[8][16], then codes [8][4][64], byte = the
 //         original qs byte (low nibble: group j < 4, high nibble: group j + 4)
 //                                                          (S = d, M = 8 d)
 //   q4_k: group = 1 super-block: f16 d[16], f16 dmin[16], u8 sc[8][16],
@@ -39,7 +39,18 @@
 //         nibble vectors as q4_0, then 2 vectors of the top 2 bits (vector
 //         h, bits 2s..2s+1 of byte r*4+i belong to group 4h+s)
 //                                                   (S = d sc, M = 32 S)
-// An odd last q8_0 / q4_0 block gets a zero partner.
+// Every format's group is 8 blocks (256 columns); a q8_0 / q4_0 panel's
+// last group is filled up with zero blocks.
+// Q8_0 and Q4_0 had groups of 2 blocks. With 8, as the K-quants have, and
+// every quantized format prefetching its lines (matmul_avx512.cpp:
+// prefetch), tinyllama decoded 1.27x as fast in Q4_0 (1.19-1.33, 6 rounds,
+// `scripts/ab_bench.py --field tg_tps`) and 1.25x in Q8_0 (1.20-1.36, 4
+// rounds) on the Zen 5 host, whose Q4_K, with the same bytes per weight as
+// Q4_0, had decoded 1.3x as fast as Q4_0. Q8_0 in 8-block groups without
+// its prefetch (then off on AMD) read 0.90x, prefetched in 2-block groups
+// 0.98x: it is the two together. The kernels' arithmetic is the same either
+// way (matvec_in_l2/q4_0 alike); why the stream reads faster is not
+// understood. Not measured on the Intel host.
 // Float formats: [cols][16] values (f32, f16 or bf16 bits).
 // Other GGUF types are dequantized into f32 panels when used.
 #include <algorithm>
@@ -78,8 +89,8 @@ struct QuantLayout {
   // A group's scale bytes: all of it but the codes.
   constexpr int64_t meta_bytes() const { return group_bytes - group_blocks * code_bytes; }
 };
-constexpr QuantLayout kQ8_0Layout{2, 1088, 512, 64, 0, 32};
-constexpr QuantLayout kQ4_0Layout{2, 576, 256, 64, 0, 32};
+constexpr QuantLayout kQ8_0Layout{8, 4352, 512, 256, 0, 32};
+constexpr QuantLayout kQ4_0Layout{8, 2304, 256, 256, 0, 32};
 constexpr QuantLayout kQ4_KLayout{8, 2368, 256, 320, 0, 0};
 constexpr QuantLayout kQ6_KLayout{8, 3392, 384, 320, 0, 0};
 // Offsets inside a K-quant group's scale record.
@@ -111,10 +122,10 @@ inline int64_t panel_count(int64_t rows) { return (rows + kPanelRows - 1) / kPan
 // The float kernels' two chains per token make a slice boundary a
 // rounding of their own. matmul.cpp's PackedLayout says
 // where each slice of each panel sits. Every slice but the last is `width`
-// columns, a multiple of 256 (whole K-quant super-blocks, Q8_0 / Q4_0 block
-// pairs).
-// The widths: tinyllama decode, tokens alternated in one `bench` process
-// between two copies of the model, one packed with 2048-column slices and
+// columns, a multiple of 256 (whole groups).
+// The widths (measured while Q8_0 and Q4_0 had 2-block groups): tinyllama
+// decode, tokens alternated in one `bench` process between two copies of
+// the model, one packed with 2048-column slices and
 // one with the width tried (rounds of 128 or 256 tokens, Intel AMX host):
 // Q8_0 512 columns 1.002-1.019x (22 rounds; 768 1.007-1.012x, 1024
 // 1.006-1.011x, 256 0.96x), Q4_K 1024 1.006-1.026x (7; 512 level), Q6_K
@@ -225,9 +236,10 @@ struct MatmulKernels {
   // f32 kernel then runs without a conversion per weight vector and token
   // tile (see matmul.cpp). Null where the ISA does not widen.
   void (*widen)(PanelFormat from, const uint8_t* panel, int64_t cols, float* out);
-  // Per format: [p][n], p: whether every format prefetches its weights in
-  // software (cpu.h: prefetch_weights()) or only those that always do; n:
-  // whether that prefetch is non-temporal (prefetch_non_temporal()). Same
+  // Per format: [p][n], p: whether the float formats prefetch their weights
+  // in software too (cpu.h: prefetch_weights()), as the quantized ones
+  // always do; n: whether that prefetch is non-temporal
+  // (prefetch_non_temporal()). Same
   // results every way.
   PanelKernels panel[2][2];
 };

@@ -41,7 +41,7 @@ std::vector<Shape> shapes_for(TensorType type) {
   const int64_t c2 = blk == 256 ? 768 : blk == 32 ? 320 : 300;
   // Wider than their format's slice_cols (panel.h): packed as several column
   // slices, the last narrower (q8_0 / q4_0 2336: a last slice of 9 blocks,
-  // which gets a zero partner).
+  // its second group filled up with zero blocks).
   const int64_t c3 = blk == 256 ? 2816 : blk == 32 ? 2336 : 2100;
   const int64_t c4 = blk == 256 ? 5632 : blk == 32 ? 4160 : 4100;
   std::vector<Shape> out;

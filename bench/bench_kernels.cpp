@@ -125,8 +125,8 @@ Copies& copies(TensorType type, int64_t rows, int64_t cols, size_t min_total) {
 // thread. 0 reuses one copy on one thread: a small matrix then stays in L2,
 // and the rate is the decode kernel's arithmetic rate per core.
 // The streaming case also sets "vs_read" (see the top of this file): the
-// read's three passes (roofline.h) take the copies a quarter, a half and
-// three quarters of the cycle away, so between two uses of a copy a whole
+// read's four passes (roofline.h) take the copies a fifth, two, three and
+// four fifths of the cycle away, so between two uses of a copy a whole
 // cycle's bytes (512 MiB, more than the Intel host's 300 MiB L3) pass by,
 // for the kernel and for the read alike.
 void matvec(benchmark::State& state, TensorType type, int64_t rows, int64_t cols, size_t min_total) {
@@ -147,11 +147,11 @@ void matvec(benchmark::State& state, TensorType type, int64_t rows, int64_t cols
     kernels::matmul(c.views[i], x.data(), 1, y.data(), threads);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     state.SetIterationTime(s);
-    if (streaming && n >= 4) {
-      const double read_s = kernels::read_seconds(
-          threads,
-          {c.packed[(i + n / 4) % n].data(), c.packed[(i + n / 2) % n].data(), c.packed[(i + 3 * n / 4) % n].data()},
-          read_bytes);
+    if (streaming && n >= 5) {
+      const double read_s = kernels::read_seconds(threads,
+                                                  {c.packed[(i + n / 5) % n].data(), c.packed[(i + 2 * n / 5) % n].data(),
+                                                   c.packed[(i + 3 * n / 5) % n].data(), c.packed[(i + 4 * n / 5) % n].data()},
+                                                  read_bytes);
       vs_read.push_back((static_cast<double>(c.packed[i].size()) / s) / (static_cast<double>(read_bytes) / read_s));
     }
     if (++i == n) i = 0;

@@ -13,15 +13,17 @@
 //   claim:B    the bytes a thread claims at a time (ThreadPool::
 //              parallel_for_shares; 278528: a decode chunk of 8 such
 //              panels).
-//   groups     Q8_0's layout: per 1088-byte group a line of scales first,
-//              prefetched on its own, then two blocks of 8 code lines,
-//              each block loading its 32 bytes of scales (read_groups).
+//   groups:G   Q8_0's layout with G blocks a group (panel.h: 8 now, 2
+//              before 2026-12-05h): the group's G x 32 bytes of scales
+//              first, their lines prefetched together, then G blocks of 8
+//              code lines, each block loading its 32 bytes of scales
+//              (read_groups).
 // "vs_read" = the median over iterations of the loop's rate over the
 // probe's, read right after it on the same buffer.
 //
 // On the Intel AMX host (2 threads, 3 runs): no nops 0.80-0.84, 3 nops
 // 0.99-1.01; in panel calls and decode chunks 0.98-0.99; the group layout
-// 0.94-0.97, whole or in panel calls. The kernels in the same runs
+// (2-block groups) 0.94-0.97, whole or in panel calls. The kernels in the same runs
 // (matvec/q8_0/32000x2048) 0.87-0.88. So neither the calls nor the claims
 // explain the kernels' gap; the layout costs the loop 0.04-0.05 of it.
 #include <benchmark/benchmark.h>
@@ -72,28 +74,37 @@ template <int kNops>
       : "xmm0", "xmm1", "cc", "memory");
 }
 
-// The same over Q8_0 panels' groups of 1088 bytes (panel.h): a line of
-// scales, then two blocks of 8 lines of codes; each block also loads its
-// 32 bytes of scales as 16 floats. end - p a positive multiple of
-// kGroupBytes.
-constexpr size_t kGroupBytes = 1088;
-template <int kNops>
+// The same over Q8_0 panels' groups of kBlocks blocks (panel.h): the
+// scale lines, prefetched together, then kBlocks blocks of 8 lines of
+// codes; each block also loads its 32 bytes of scales as 16 floats.
+// end - p a positive multiple of group_bytes<kBlocks>.
+template <int kBlocks>
+constexpr size_t group_bytes = (32 * kBlocks + 63) / 64 * 64 + 512 * kBlocks;
+template <int kNops, int kBlocks>
 [[gnu::noinline]] void read_groups(const uint8_t* p, const uint8_t* end) {
+  constexpr int kScaleBytes = (32 * kBlocks + 63) / 64 * 64;
   asm volatile(
       "vpxorq %%zmm0, %%zmm0, %%zmm0\n\t"
       "vpxorq %%zmm3, %%zmm3, %%zmm3\n"
       "1:\n\t"
-      "prefetcht1 %c[ahead](%[p])\n\t"
-      ".irp block, 0, 1\n\t"
-      ".irp line, 1, 2, 3, 4, 5, 6, 7, 8\n\t"
-      READ_LINE("64*(8*\\block+\\line)")
+      ".set rg_line, 0\n\t"
+      ".rept %c[scales] / 64\n\t"
+      "prefetcht1 %c[ahead]+rg_line(%[p])\n\t"
+      ".set rg_line, rg_line + 64\n\t"
       ".endr\n\t"
-      "vcvtph2ps 32*\\block(%[p]), %%zmm2\n\t"
+      ".set rg_block, 0\n\t"
+      ".rept %c[blocks]\n\t"
+      ".irp line, 0, 1, 2, 3, 4, 5, 6, 7\n\t"
+      READ_LINE("%c[scales]+64*(8*rg_block+\\line)")
+      ".endr\n\t"
+      "vcvtph2ps 32*rg_block(%[p]), %%zmm2\n\t"
       "vaddps %%zmm2, %%zmm3, %%zmm3\n\t"
+      ".set rg_block, rg_block + 1\n\t"
       ".endr\n\t"
       NEXT_STEP
       : [p] "+r"(p)
-      : [end] "r"(end), [ahead] "i"(kAheadBytes), [nops] "i"(kNops), [step] "i"(kGroupBytes)
+      : [end] "r"(end), [ahead] "i"(kAheadBytes), [nops] "i"(kNops), [step] "i"(group_bytes<kBlocks>),
+        [scales] "i"(kScaleBytes), [blocks] "i"(kBlocks)
       : "xmm0", "xmm1", "xmm2", "xmm3", "cc", "memory");
 }
 #undef READ_LINE
@@ -139,6 +150,7 @@ void read_pattern(benchmark::State& state, Pattern pattern) {
 }
 
 constexpr size_t kPanel = 34816, kChunk = 8 * kPanel, kMiB = size_t{1} << 20;
+static_assert(kPanel % group_bytes<2> == 0 && kPanel % group_bytes<8> == 0);
 
 #endif
 
@@ -154,8 +166,10 @@ void register_read_patterns() {
       {"nops:0/call:1MiB/claim:1MiB", {read_lines<0>, kMiB, kMiB}},
       {"nops:3/call:1MiB/claim:1MiB", {read_lines<3>, kMiB, kMiB}},
       {"nops:3/call:34816/claim:278528", {read_lines<3>, kPanel, kChunk}},
-      {"groups/nops:3/call:1114112/claim:1114112", {read_groups<3>, 4 * kChunk, 4 * kChunk}},
-      {"groups/nops:3/call:34816/claim:278528", {read_groups<3>, kPanel, kChunk}},
+      {"groups:2/nops:3/call:1114112/claim:1114112", {read_groups<3, 2>, 4 * kChunk, 4 * kChunk}},
+      {"groups:2/nops:3/call:34816/claim:278528", {read_groups<3, 2>, kPanel, kChunk}},
+      {"groups:8/nops:3/call:1114112/claim:1114112", {read_groups<3, 8>, 4 * kChunk, 4 * kChunk}},
+      {"groups:8/nops:3/call:34816/claim:278528", {read_groups<3, 8>, kPanel, kChunk}},
   };
   for (const auto& p : patterns)
     benchmark::RegisterBenchmark((std::string("read_pattern/") + p.name).c_str(), read_pattern, p.pattern)

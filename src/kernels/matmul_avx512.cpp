@@ -45,15 +45,15 @@ __m512i dot4(__m512i acc, __m512i u, const int8_t* s) {
 // 3-7%; bench_kernels matmul/M/5632x2048/512, 3 rounds alternated).
 // The quantized kernels always prefetch (panel.h says what that gained Q8_0
 // on the Zen 5 host), the float kernels when prefetch_weights() is on
-// (cpu.h says where it pays). Each thread streams a contiguous share of a call's panels
-// (ThreadPool::parallel_for_shares). On the Zen 5 host, with Q8_0 and Q4_0
-// in 2-block groups, the hardware prefetchers followed that well enough
-// for Q8_0 (decode with prefetch over without 0.99-1.00, bench_kernels
-// decode_prefetch_ab, 4 paired runs), but not for Q4_0, which decoded
-// 1.03-1.09x as fast with it (the same 4 runs), and the K-quants read at 0.80-1.18 of the
-// bandwidth with prefetch (then T0, 2 KiB ahead) and 0.51-0.78 without
-// (matvec/q4_k|q6_k, 3 rounds). On the Intel
-// host, 4-16 KiB ahead into L2 decoded alike (tinyllama Q4_0 bench) and
+// (cpu.h says where it pays). Each thread streams a contiguous share of a
+// call's panels (ThreadPool::parallel_for_shares). On the Zen 5 host, with
+// Q8_0 and Q4_0 in 2-block groups, the hardware prefetchers followed that
+// well enough for Q8_0 (decode with prefetch over without 0.99-1.00,
+// bench_kernels decode_prefetch_ab, 4 paired runs), but not for Q4_0,
+// which decoded 1.03-1.09x as fast with it (the same 4 runs), and the
+// K-quants read at 0.80-1.18 of the bandwidth with prefetch (then T0, 2
+// KiB ahead) and 0.51-0.78 without (matvec/q4_k|q6_k, 3 rounds). On the
+// Intel host, 4-16 KiB ahead into L2 decoded alike (tinyllama Q4_0 bench) and
 // 2 KiB less; the K-quants read the same with T0 2 KiB and T1 8 KiB within
 // the noise (matvec/q4_k|q6_k, 2 rounds alternated). Decode prefetches
 // the codes line by line instead (formats_avx512.h: load_line).
@@ -204,8 +204,9 @@ void quant_tile(const PanelArgs& a, int64_t t0) {
       // tiles of several tokens also each block's codes at once, not NTA
       // (see prefetch): block by block over the whole 8-block group at its
       // first block, tinyllama pp512 Q4_0 1.10x (0.96-1.20, 8 rounds),
-      // Q4_K_M 0.995x (0.93-1.05, 6; scripts/ab_bench.py, Zen 5). Issued from inside the block loop: written
-      // before it, GCC 12 kept it for the first group only.
+      // Q4_K_M 0.995x (0.93-1.05, 6; scripts/ab_bench.py, Zen 5). Issued
+      // from inside the block loop: written before it, GCC 12 kept it for
+      // the first group only.
       if (i == 0) prefetch<layout.meta_bytes(), kNta && T == 1>(group + layout.meta_offset);
       if constexpr (T > 1) {
         prefetch<layout.code_bytes, false>(group + layout.codes_offset + i * layout.code_bytes);

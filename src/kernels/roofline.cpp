@@ -58,7 +58,7 @@ void for_each_chunk(ThreadPool& pool, T* p, size_t bytes, F fn) {
 
 }  // namespace
 
-double read_seconds(ThreadPool& pool, const uint8_t* p, size_t bytes) { return read_seconds(pool, {p, p, p}, bytes); }
+double read_seconds(ThreadPool& pool, const uint8_t* p, size_t bytes) { return read_seconds(pool, {p, p, p, p}, bytes); }
 
 double read_seconds(ThreadPool& pool, std::array<const uint8_t*, kReadPasses> passes, size_t bytes) {
   const RooflineKernels& k = roofline_kernels(active_isa());

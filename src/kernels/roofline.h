@@ -16,13 +16,15 @@ namespace llmserve::kernels {
 
 // Seconds a streaming read of [p, p + bytes) takes on all of the pool's
 // threads (p 64-byte aligned, bytes a multiple of 256): the fastest of up
-// to kReadPasses (3) passes, one of plain loads, one that also prefetches
+// to kReadPasses (4) passes, one of plain loads, one that also prefetches
 // in software and (AVX-512) one that prefetches and keeps its sums in
-// memory (roofline_avx512.cpp). Which reads fastest is the CPU's doing: on
+// memory and one that reads as decode reads a Q8_0 panel
+// (roofline_avx512.cpp). Which reads fastest is the CPU's doing: on
 // the Intel Xeon hosts the prefetching pass read 10-40% faster than plain
 // loads (its hardware prefetchers alone keep too few lines in flight per
-// core), and on the Intel AMX host the third read 36-39 GB/s where the
-// second read 30-32, as fast as the f16 decode kernel streamed; a
+// core), on the Intel AMX host the third read 36-39 GB/s where the
+// second read 30-32, as fast as the f16 decode kernel streamed, and on the
+// Zen 5 host the fourth read 1.26-1.32x as fast as the first three; a
 // yardstick the kernels beat is no ceiling, so the fastest pass counts.
 // The bytes go in
 // 1 MiB chunks handed out as decode hands out weight panels: each thread
@@ -33,7 +35,7 @@ double read_seconds(ThreadPool& pool, const uint8_t* p, size_t bytes);
 // The same with each pass over a buffer of its own (all `bytes` long): a
 // buffer that fits in the last-level cache (300 MiB on the Intel host) is
 // still there for a second pass over it, which then reads from the cache.
-constexpr int kReadPasses = 3;
+constexpr int kReadPasses = 4;
 double read_seconds(ThreadPool& pool, std::array<const uint8_t*, kReadPasses> passes, size_t bytes);
 
 // read_seconds() of a `bytes` buffer of its own. Kept for repeated

@@ -16,8 +16,9 @@ constexpr size_t kReadPrefetchBytes = 8192;
 struct RooflineKernels {
   // A streaming read, p 64-byte aligned, bytes a multiple of 256: [0] plain
   // loads, [1] the same with software prefetch kReadPrefetchBytes ahead,
-  // [2] (null where the ISA has none) a prefetching read that keeps its sums
-  // in memory. Which is fastest depends on the CPU (roofline.h).
+  // [2] and [3] (null where the ISA has none) a prefetching read that keeps
+  // its sums in memory, and one in the order and with the loads of decode's
+  // Q8_0 kernel. Which is fastest depends on the CPU (roofline.h).
   uint64_t (*read[kReadPasses])(const uint8_t* p, size_t bytes);
   uint64_t (*int8_loop)(int64_t iters);
   double int8_ops_per_iter;

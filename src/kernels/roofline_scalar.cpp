@@ -49,6 +49,6 @@ uint64_t f32_loop(int64_t iters) {
 
 }  // namespace
 
-const RooflineKernels kRooflineKernels = {{read<false>, read<true>, nullptr}, int8_loop, kChains * 2.0, f32_loop, kChains * 2.0};
+const RooflineKernels kRooflineKernels = {{read<false>, read<true>, nullptr, nullptr}, int8_loop, kChains * 2.0, f32_loop, kChains * 2.0};
 
 }  // namespace llmserve::kernels::scalar

@@ -1,7 +1,7 @@
 // The read-bandwidth probe behind bench's roofline_frac: it keeps its buffer
 // between measurements and always reports a finite, positive rate; and its
 // AVX-512 pass that keeps its sums in memory (hand-written assembly) reads
-// every word.
+// every word, as does the one that reads as decode reads a Q8_0 panel.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -51,6 +51,38 @@ TEST(ReadProbe, SumsInMemoryPassReadsEveryWord) {
     EXPECT_EQ(read(reinterpret_cast<const uint8_t*>(buf), bytes), expect) << steps << " steps";
     std::free(buf);
   }
+}
+
+// read[3] returns, for whole 4352-byte groups, the XOR of its eight
+// 64-bit lanes of code sums (the 4096 bytes after each group's first 256,
+// word w of a line added to lane w) and of its float scale sums' bits: with
+// the scale bytes zero (f16 +0.0) those sums are +0.0, so the expected
+// value is the code words' lane sums XORed, for 1 to 3 groups. A buffer
+// with a tail past the whole groups (or none at all) still reads.
+TEST(ReadProbe, Q8_0GroupPassReadsEveryCodeWord) {
+  if (detected_isa() != Isa::avx512) GTEST_SKIP() << "this CPU has no AVX-512 (the pass is AVX-512 only)";
+  const auto read = roofline_kernels(Isa::avx512).read[3];
+  ASSERT_NE(read, nullptr);
+  constexpr size_t kGroup = 4352, kScales = 256;
+  std::mt19937_64 rng(5);
+  for (size_t groups : {1, 2, 3}) {
+    const size_t bytes = groups * kGroup;
+    auto* buf = static_cast<uint64_t*>(allocate_large(bytes));
+    ASSERT_NE(buf, nullptr);
+    uint64_t lanes[8] = {};
+    for (size_t w = 0; w < bytes / 8; ++w) {
+      const bool scale = w * 8 % kGroup < kScales;
+      buf[w] = scale ? 0 : rng();
+      if (!scale) lanes[w % 8] += buf[w];
+    }
+    uint64_t expect = 0;
+    for (uint64_t v : lanes) expect ^= v;
+    EXPECT_EQ(read(reinterpret_cast<const uint8_t*>(buf), bytes), expect) << groups << " groups";
+    std::free(buf);
+  }
+  ThreadPool pool(2);
+  EXPECT_GT(ReadProbe(pool, kGroup + 512).gbs(), 0);
+  EXPECT_GT(ReadProbe(pool, 512).gbs(), 0);
 }
 
 }  // namespace

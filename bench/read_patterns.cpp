@@ -23,9 +23,12 @@
 //
 // On the Intel AMX host (2 threads, 3 runs): no nops 0.80-0.84, 3 nops
 // 0.99-1.01; in panel calls and decode chunks 0.98-0.99; the group layout
-// (2-block groups) 0.94-0.97, whole or in panel calls. The kernels in the same runs
-// (matvec/q8_0/32000x2048) 0.87-0.88. So neither the calls nor the claims
-// explain the kernels' gap; the layout costs the loop 0.04-0.05 of it.
+// (2-block groups) 0.94-0.97, whole or in panel calls. The kernels in the
+// same runs (matvec/q8_0/32000x2048) 0.87-0.88. So neither the calls nor
+// the claims explain the kernels' gap; the layout costs the loop 0.04-0.05
+// of it. On the Zen 5 host (2 runs, against the three-pass probe of then):
+// groups:2 0.94-0.98, groups:8 1.26-1.32, which made groups:8 the probe's
+// fourth pass (kernels/roofline.h).
 #include <benchmark/benchmark.h>
 
 #include <chrono>

@@ -193,9 +193,9 @@ size_t panel_bytes(PanelFormat format, int64_t cols) {
 
 void pack_panel(const Matrix& w, int64_t p, uint8_t* dst) {
   const PanelFormat format = panel_format(w.type);
-  // Padding rows, and the zero blocks that fill up a last group of fewer
-  // than 8 (panel.h: every quantized group is 256 columns).
-  if ((p + 1) * R > w.rows || (is_quantized(format) && w.cols % 256 != 0))
+  // Padding rows, and the zero blocks that fill up a last group (panel.h:
+  // kGroupCols).
+  if ((p + 1) * R > w.rows || (is_quantized(format) && w.cols % kGroupCols != 0))
     std::memset(dst, 0, panel_bytes(format, w.cols));
   if (!has_own_panel_format(w.type)) return pack_dequantized(w, p, dst);
   const Rows src(w, p);

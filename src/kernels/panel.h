@@ -93,6 +93,12 @@ constexpr QuantLayout kQ8_0Layout{8, 4352, 512, 256, 0, 32};
 constexpr QuantLayout kQ4_0Layout{8, 2304, 256, 256, 0, 32};
 constexpr QuantLayout kQ4_KLayout{8, 2368, 256, 320, 0, 0};
 constexpr QuantLayout kQ6_KLayout{8, 3392, 384, 320, 0, 0};
+// Columns of a group, the same for every quantized format: column slices
+// (below) are whole groups, and a panel whose columns are no multiple of
+// it ends in a group filled up with zero blocks (pack_panel).
+constexpr int64_t kGroupCols = 256;
+static_assert(kQ8_0Layout.group_blocks * kQBlock == kGroupCols && kQ4_0Layout.group_blocks * kQBlock == kGroupCols &&
+              kQ4_KLayout.group_blocks * kQBlock == kGroupCols && kQ6_KLayout.group_blocks * kQBlock == kGroupCols);
 // Offsets inside a K-quant group's scale record.
 constexpr int64_t kQ4_KDmin = 32, kQ4_KSc = 64, kQ4_KM = 192;
 constexpr int64_t kQ6_KSc = 32;
@@ -122,7 +128,7 @@ inline int64_t panel_count(int64_t rows) { return (rows + kPanelRows - 1) / kPan
 // The float kernels' two chains per token make a slice boundary a
 // rounding of their own. matmul.cpp's PackedLayout says
 // where each slice of each panel sits. Every slice but the last is `width`
-// columns, a multiple of 256 (whole groups).
+// columns, a multiple of kGroupCols (whole groups).
 // The widths (measured while Q8_0 and Q4_0 had 2-block groups): tinyllama
 // decode, tokens alternated in one `bench` process between two copies of
 // the model, one packed with 2048-column slices and
@@ -153,7 +159,7 @@ inline ColumnSlices column_slices(PanelFormat format, int64_t cols) {
   const int64_t max_width = slice_cols(format);
   if (cols <= max_width) return {1, cols};
   const int64_t n = (cols + max_width - 1) / max_width;
-  const int64_t width = ((cols + n - 1) / n + 255) / 256 * 256;
+  const int64_t width = ((cols + n - 1) / n + kGroupCols - 1) / kGroupCols * kGroupCols;
   return {(cols + width - 1) / width, width};
 }
 

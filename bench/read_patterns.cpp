@@ -17,7 +17,7 @@
 //              before 2026-12-05h): the group's G x 32 bytes of scales
 //              first, their lines prefetched together, then G blocks of 8
 //              code lines, each block loading its 32 bytes of scales
-//              (read_groups).
+//              (read_groups; G = 8 is the read probe's fourth pass).
 // "vs_read" = the median over iterations of the loop's rate over the
 // probe's, read right after it on the same buffer.
 //
@@ -41,6 +41,7 @@
 #include "kernels/cpu.h"
 #include "kernels/large_alloc.h"
 #include "kernels/roofline.h"
+#include "kernels/roofline_isa.h"
 
 namespace llmserve::bench {
 namespace {
@@ -77,38 +78,36 @@ template <int kNops>
       : "xmm0", "xmm1", "cc", "memory");
 }
 
-// The same over Q8_0 panels' groups of kBlocks blocks (panel.h): the
-// scale lines, prefetched together, then kBlocks blocks of 8 lines of
-// codes; each block also loads its 32 bytes of scales as 16 floats.
-// end - p a positive multiple of group_bytes<kBlocks>.
-template <int kBlocks>
-constexpr size_t group_bytes = (32 * kBlocks + 63) / 64 * 64 + 512 * kBlocks;
-template <int kNops, int kBlocks>
+// The same over the groups of 1088 bytes Q8_0's panels had before
+// 2026-12-05h: a line of scales, then two blocks of 8 lines of codes; each
+// block also loads its 32 bytes of scales as 16 floats. end - p a positive
+// multiple of kGroupBytes.
+constexpr size_t kGroupBytes = 1088;
+template <int kNops>
 [[gnu::noinline]] void read_groups(const uint8_t* p, const uint8_t* end) {
-  constexpr int kScaleBytes = (32 * kBlocks + 63) / 64 * 64;
   asm volatile(
       "vpxorq %%zmm0, %%zmm0, %%zmm0\n\t"
       "vpxorq %%zmm3, %%zmm3, %%zmm3\n"
       "1:\n\t"
-      ".set rg_line, 0\n\t"
-      ".rept %c[scales] / 64\n\t"
-      "prefetcht1 %c[ahead]+rg_line(%[p])\n\t"
-      ".set rg_line, rg_line + 64\n\t"
+      "prefetcht1 %c[ahead](%[p])\n\t"
+      ".irp block, 0, 1\n\t"
+      ".irp line, 1, 2, 3, 4, 5, 6, 7, 8\n\t"
+      READ_LINE("64*(8*\\block+\\line)")
       ".endr\n\t"
-      ".set rg_block, 0\n\t"
-      ".rept %c[blocks]\n\t"
-      ".irp line, 0, 1, 2, 3, 4, 5, 6, 7\n\t"
-      READ_LINE("%c[scales]+64*(8*rg_block+\\line)")
-      ".endr\n\t"
-      "vcvtph2ps 32*rg_block(%[p]), %%zmm2\n\t"
+      "vcvtph2ps 32*\\block(%[p]), %%zmm2\n\t"
       "vaddps %%zmm2, %%zmm3, %%zmm3\n\t"
-      ".set rg_block, rg_block + 1\n\t"
       ".endr\n\t"
       NEXT_STEP
       : [p] "+r"(p)
-      : [end] "r"(end), [ahead] "i"(kAheadBytes), [nops] "i"(kNops), [step] "i"(group_bytes<kBlocks>),
-        [scales] "i"(kScaleBytes), [blocks] "i"(kBlocks)
+      : [end] "r"(end), [ahead] "i"(kAheadBytes), [nops] "i"(kNops), [step] "i"(kGroupBytes)
       : "xmm0", "xmm1", "xmm2", "xmm3", "cc", "memory");
+}
+
+// Q8_0's groups of today (panel.h: 8 blocks, 4352 bytes): the read probe's
+// own pass in that layout (kernels/roofline_avx512.cpp), the same loop with
+// 4 lines of scales. end - p a multiple of 4352.
+void read_groups_of_8(const uint8_t* p, const uint8_t* end) {
+  benchmark::DoNotOptimize(kernels::roofline_kernels(kernels::Isa::avx512).read[3](p, static_cast<size_t>(end - p)));
 }
 #undef READ_LINE
 #undef NEXT_STEP
@@ -153,7 +152,7 @@ void read_pattern(benchmark::State& state, Pattern pattern) {
 }
 
 constexpr size_t kPanel = 34816, kChunk = 8 * kPanel, kMiB = size_t{1} << 20;
-static_assert(kPanel % group_bytes<2> == 0 && kPanel % group_bytes<8> == 0);
+static_assert(kPanel % kGroupBytes == 0 && kPanel % 4352 == 0);
 
 #endif
 
@@ -169,10 +168,10 @@ void register_read_patterns() {
       {"nops:0/call:1MiB/claim:1MiB", {read_lines<0>, kMiB, kMiB}},
       {"nops:3/call:1MiB/claim:1MiB", {read_lines<3>, kMiB, kMiB}},
       {"nops:3/call:34816/claim:278528", {read_lines<3>, kPanel, kChunk}},
-      {"groups:2/nops:3/call:1114112/claim:1114112", {read_groups<3, 2>, 4 * kChunk, 4 * kChunk}},
-      {"groups:2/nops:3/call:34816/claim:278528", {read_groups<3, 2>, kPanel, kChunk}},
-      {"groups:8/nops:3/call:1114112/claim:1114112", {read_groups<3, 8>, 4 * kChunk, 4 * kChunk}},
-      {"groups:8/nops:3/call:34816/claim:278528", {read_groups<3, 8>, kPanel, kChunk}},
+      {"groups:2/nops:3/call:1114112/claim:1114112", {read_groups<3>, 4 * kChunk, 4 * kChunk}},
+      {"groups:2/nops:3/call:34816/claim:278528", {read_groups<3>, kPanel, kChunk}},
+      {"groups:8/nops:3/call:1114112/claim:1114112", {read_groups_of_8, 4 * kChunk, 4 * kChunk}},
+      {"groups:8/nops:3/call:34816/claim:278528", {read_groups_of_8, kPanel, kChunk}},
   };
   for (const auto& p : patterns)
     benchmark::RegisterBenchmark((std::string("read_pattern/") + p.name).c_str(), read_pattern, p.pattern)

@@ -14,9 +14,10 @@
 //   matmul  (n tokens):  FLOP/s (2 per multiply-add), on the kernels the
 //                        CPU allows (with AMX: AMX-INT8 tiles for quantized
 //                        weights' whole groups of 16 tokens). Where the CPU
-//                        has AMX, also matmul_vnni (quantized, AMX off) and
-//                        matmul_bf16 (f16 and bf16 weights, the tokens as
-//                        prompt tokens on AMX-BF16 tiles).
+//                        has AMX, also matmul_vnni (quantized, AMX off);
+//                        where f16 and bf16 weights have a prompt path
+//                        (AMX-BF16 tiles or int16 codes), matmul_prompt (the
+//                        tokens as prompt tokens).
 //   attention, ops, thread pool fork/join, read bandwidth, peak loops, and
 //   read_pattern (read_patterns.cpp): loop shapes against the read probe.
 //
@@ -166,9 +167,9 @@ void matvec(benchmark::State& state, TensorType type, int64_t rows, int64_t cols
 
 // Which kernels a matmul benchmark runs (matmul.h): those the CPU allows
 // (with AMX, quantized weights' whole token groups take AMX-INT8 tiles),
-// AMX turned off (the VNNI kernels), or the tokens as prompt tokens, f16 and
-// bf16 weights through AMX-BF16 tiles.
-enum class MatmulPath { usual, no_amx, bf16 };
+// AMX turned off (the VNNI kernels), or the tokens as prompt tokens (f16 and
+// bf16 weights' prompt path, matmul.h: PromptPath).
+enum class MatmulPath { usual, no_amx, prompt };
 
 void matmul(benchmark::State& state, TensorType type, int64_t rows, int64_t cols, MatmulPath path) {
   const int64_t n_tokens = state.range(0);
@@ -179,8 +180,8 @@ void matmul(benchmark::State& state, TensorType type, int64_t rows, int64_t cols
   for (auto& v : x) v = dist(rng);
   const bool amx_before = kernels::use_amx();
   if (path == MatmulPath::no_amx) kernels::set_amx(false);
-  const int64_t n_bf16 = path == MatmulPath::bf16 ? n_tokens : 0;
-  for (auto _ : state) kernels::matmul(c.views[0], x.data(), n_tokens, y.data(), pool(), n_bf16);
+  const int64_t n_prompt = path == MatmulPath::prompt ? n_tokens : 0;
+  for (auto _ : state) kernels::matmul(c.views[0], x.data(), n_tokens, y.data(), pool(), n_prompt);
   kernels::set_amx(amx_before);
   benchmark::DoNotOptimize(y.data());
   state.counters["FLOP/s"] = benchmark::Counter(2.0 * rows * cols * n_tokens * state.iterations(),
@@ -203,11 +204,10 @@ void register_matmuls() {
           ->Arg(8)
           ->Arg(64)
           ->Arg(512);
-      if (!kernels::amx_detected()) continue;
       const bool quantized = gguf::type_info(t)->block_elems > 1;
-      if (quantized || kernels::bf16_prompt_path(t))
-        benchmark::RegisterBenchmark(((quantized ? "matmul_vnni/" : "matmul_bf16/") + name).c_str(), matmul, t, s[0],
-                                     s[1], quantized ? MatmulPath::no_amx : MatmulPath::bf16)
+      if ((quantized && kernels::amx_detected()) || kernels::prompt_path(t) != kernels::PromptPath::none)
+        benchmark::RegisterBenchmark(((quantized ? "matmul_vnni/" : "matmul_prompt/") + name).c_str(), matmul, t,
+                                     s[0], s[1], quantized ? MatmulPath::no_amx : MatmulPath::prompt)
             ->UseRealTime()
             ->Arg(64)
             ->Arg(512);

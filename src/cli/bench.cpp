@@ -58,26 +58,32 @@ void run_single_bench(const BenchOptions& o) {
   MachineCeilings c;
   c.peak_int8_gops = kernels::measure_peak_int8_gops(pool);
   c.peak_f32_gflops = kernels::measure_peak_f32_gflops(pool);
+  c.peak_int16_gops = kernels::measure_peak_int16_gops(pool);
   c.peak_bf16_gflops = kernels::measure_peak_bf16_gflops(pool);
   c.peak_amx_int8_gops = kernels::measure_peak_amx_int8_gops(pool);
   // Prefill against the units it runs on (kernels/matmul.h): with AMX,
   // AMX-INT8 tiles for quantized weights and AMX-BF16 tiles for f16 and
   // bf16 ones (three and two tile products per product, so at most a third
-  // and a half of that peak); otherwise vpdpbusd for quantized weights, f32
-  // FMAs for float ones.
+  // and a half of that peak); otherwise vpdpbusd for quantized weights, and
+  // for f16 and bf16 ones vpdpwssd (their prompt path, at most 16/19 of
+  // that peak: 3 float operations per 16 vpdpwssd) where the avx512 level
+  // is active, f32 FMAs for the other float ones.
   struct PeakUnit {
     const char* name;
     double MachineCeilings::*value;
     double (*measure)(ThreadPool&);
   };
+  const kernels::PromptPath prompt_path = kernels::prompt_path(wtype);
   const PeakUnit unit =
-      is_float_type(wtype)
-          ? (c.peak_bf16_gflops > 0 && kernels::bf16_prompt_path(wtype)
-                 ? PeakUnit{"amx-bf16", &MachineCeilings::peak_bf16_gflops, kernels::measure_peak_bf16_gflops}
-                 : PeakUnit{"f32", &MachineCeilings::peak_f32_gflops, kernels::measure_peak_f32_gflops})
-          : (c.peak_amx_int8_gops > 0
-                 ? PeakUnit{"amx-int8", &MachineCeilings::peak_amx_int8_gops, kernels::measure_peak_amx_int8_gops}
-                 : PeakUnit{"int8", &MachineCeilings::peak_int8_gops, kernels::measure_peak_int8_gops});
+      prompt_path == kernels::PromptPath::amx_bf16
+          ? PeakUnit{"amx-bf16", &MachineCeilings::peak_bf16_gflops, kernels::measure_peak_bf16_gflops}
+      : prompt_path == kernels::PromptPath::int16
+          ? PeakUnit{"int16", &MachineCeilings::peak_int16_gops, kernels::measure_peak_int16_gops}
+      : is_float_type(wtype)
+          ? PeakUnit{"f32", &MachineCeilings::peak_f32_gflops, kernels::measure_peak_f32_gflops}
+      : c.peak_amx_int8_gops > 0
+          ? PeakUnit{"amx-int8", &MachineCeilings::peak_amx_int8_gops, kernels::measure_peak_amx_int8_gops}
+          : PeakUnit{"int8", &MachineCeilings::peak_int8_gops, kernels::measure_peak_int8_gops};
   double& peak = c.*unit.value;
 
   std::mt19937 rng(1);
@@ -173,13 +179,13 @@ void run_single_bench(const BenchOptions& o) {
         "\"pp_tps\":%.2f,\"pp_tps_min\":%.2f,\"tg_tps\":%.3f,\"tg_tps_min\":%.3f,\"bytes_per_token\":%llu,"
         "\"read_bw_gbs\":%.3f,\"read_bw_min_gbs\":%.3f,\"read_bw_max_gbs\":%.3f,\"roofline_frac\":%.4f,"
         "\"kv_bytes_per_token\":%llu,\"roofline_frac_kv\":%.4f,\"pp_gflops\":%.2f,\"peak_int8_gops\":%.1f,"
-        "\"peak_f32_gflops\":%.1f,\"peak_bf16_gflops\":%.1f,\"peak_amx_int8_gops\":%.1f,\"pp_peak\":\"%s\","
-        "\"pp_compute_frac\":%.4f}\n",
+        "\"peak_f32_gflops\":%.1f,\"peak_int16_gops\":%.1f,\"peak_bf16_gflops\":%.1f,\"peak_amx_int8_gops\":%.1f,"
+        "\"pp_peak\":\"%s\",\"pp_compute_frac\":%.4f}\n",
         model->file().path().c_str(), type_name.c_str(), threads, o.prompt_tokens, o.gen_tokens, o.depth, o.reps,
         pp_med, *std::min_element(pp.begin(), pp.end()), tg_med, *std::min_element(tg.begin(), tg.end()),
         static_cast<unsigned long long>(fp.bytes), bw_med, read_min, read_max, roofline,
         static_cast<unsigned long long>(kv_per_token), roofline_kv, pp_gflops, c.peak_int8_gops,
-        c.peak_f32_gflops, c.peak_bf16_gflops, c.peak_amx_int8_gops, unit.name, compute_frac);
+        c.peak_f32_gflops, c.peak_int16_gops, c.peak_bf16_gflops, c.peak_amx_int8_gops, unit.name, compute_frac);
     return;
   }
   const std::string at = o.depth > 0 ? " @ d" + std::to_string(o.depth) : "";

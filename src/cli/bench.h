@@ -25,6 +25,7 @@ struct MachineCeilings {
   double read_bw_gbs = 0;      // streaming read, GB/s
   double peak_int8_gops = 0;
   double peak_f32_gflops = 0;
+  double peak_int16_gops = 0;       // vpdpwssd, 0 below AVX-512
   double peak_bf16_gflops = 0;      // AMX-BF16 tiles, 0 without AMX
   double peak_amx_int8_gops = 0;   // AMX-INT8 tiles, 0 without AMX
 };

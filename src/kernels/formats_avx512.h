@@ -5,7 +5,9 @@
 // block's exact int32 sums into a token's f32 results. The
 // VNNI kernels and the AMX-INT8 tiles share them, which is what makes the
 // two paths give the same bits (matmul.h). Include only from files
-// compiled with the AVX-512 flags; everything here has internal linkage.
+// compiled with the AVX-512 flags; everything here has internal linkage,
+// and the functions are inline so that a file using part of it
+// (matmul_int16.cpp: the float formats) leaves the rest unused quietly.
 #include "kernels/immintrin_quiet.h"
 
 #include "kernels/panel.h"
@@ -13,13 +15,17 @@
 namespace llmserve::kernels::avx512 {
 namespace {
 
-__m512 load_f16x16(const uint8_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+inline __m512 load_f16x16(const uint8_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
 
 // Where token t's 16 row results of panel i of the run go, and which of
 // the rows are valid.
-__mmask16 row_mask(const PanelArgs& a, int64_t i) { return static_cast<__mmask16>((1u << panel_rows(a, i)) - 1); }
-float* y_row(const PanelArgs& a, int64_t t, int64_t i) { return a.y + t * a.y_stride + i * kPanelRows; }
-void store(const PanelArgs& a, int64_t t, __m512 v, int64_t i = 0) {
+inline __mmask16 row_mask(const PanelArgs& a, int64_t i) {
+  return static_cast<__mmask16>((1u << panel_rows(a, i)) - 1);
+}
+inline float* y_row(const PanelArgs& a, int64_t t, int64_t i) { return a.y + t * a.y_stride + i * kPanelRows; }
+inline void store(const PanelArgs& a, int64_t t, __m512 v, int64_t i = 0) {
   _mm512_mask_storeu_ps(y_row(a, t, i), row_mask(a, i), v);
 }
 
@@ -98,7 +104,7 @@ struct Block {
 // (16 n - 128 = 16 (n - 8)), are 16 times what they stand for; the kernel
 // shifts them down once per block instead of every vector once.
 template <int kHint, int kNops>
-void nibbles_hi16(const uint8_t* p, __m512i* g) {
+inline void nibbles_hi16(const uint8_t* p, __m512i* g) {
   const __m512i low4 = _mm512_set1_epi8(0x0f), high4 = _mm512_set1_epi8(static_cast<char>(0xf0));
   for (int j = 0; j < 4; ++j) {
     __m512i v = load_line<kHint, kNops>(p + 64 * j);
@@ -109,7 +115,7 @@ void nibbles_hi16(const uint8_t* p, __m512i* g) {
 }
 
 template <int kHint = -1, int kNops = kLinePadNops>
-void unpack_nibbles(const uint8_t* p, __m512i* g) {
+inline void unpack_nibbles(const uint8_t* p, __m512i* g) {
   const __m512i low4 = _mm512_set1_epi8(15);
   for (int j = 0; j < 4; ++j) {
     const __m512i v = load_line<kHint, kNops>(p + 64 * j);
@@ -157,10 +163,10 @@ struct Q4_0 {
   }
 };
 
-__m512 u8x16_to_ps(const uint8_t* p) {
+inline __m512 u8x16_to_ps(const uint8_t* p) {
   return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
 }
-__m512 i8x16_to_ps(const uint8_t* p) {
+inline __m512 i8x16_to_ps(const uint8_t* p) {
   return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
 }
 
@@ -226,7 +232,7 @@ void add_scaled(__m512i sum, const Block& k, const Q8Act& x, __m512& acc) {
 
 // Q6_K's float steps for one block and token from its two halves' sums,
 // likewise the same for decode and for tokens in a batch.
-void add_scaled_halves(__m512i lo, __m512i hi, const Block& k, const Q8Act& x, __m512& acc) {
+inline void add_scaled_halves(__m512i lo, __m512i hi, const Block& k, const Q8Act& x, __m512& acc) {
   const __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi), k.s_hi, _mm512_mul_ps(_mm512_cvtepi32_ps(lo), k.s_lo));
   acc = _mm512_fmadd_ps(f, _mm512_set1_ps(x.d), acc);
 }

@@ -210,38 +210,37 @@ int64_t MatmulJob::acts_blocks(std::span<const MatmulTarget> targets, int64_t n_
 std::atomic<uint64_t> MatmulJob::next_serial_{1};
 
 MatmulJob::MatmulJob(std::span<const MatmulTarget> targets, const float* x, int64_t n_tokens, Q8Act* acts,
-                     int64_t n_bf16, uint16_t* bf16_acts)
+                     int64_t n_prompt, uint8_t* prompt_acts)
     : n_tokens_(n_tokens), x_(x), serial_(next_serial_.fetch_add(1, std::memory_order_relaxed)) {
   if (targets.size() > static_cast<size_t>(kMaxTargets))
     throw Error("matmul: at most " + std::to_string(kMaxTargets) + " targets may share an input");
-  if (n_bf16 < 0 || n_bf16 > n_tokens) throw Error("matmul: bf16 tokens outside [0, n_tokens]");
+  if (n_prompt < 0 || n_prompt > n_tokens) throw Error("matmul: prompt tokens outside [0, n_tokens]");
   if (targets.empty() || n_tokens <= 0) return;
   kernels_ = &matmul_kernels(active_isa());
   prefetch_ = prefetch_weights();
   nta_ = prefetch_non_temporal();
   cols_ = targets[0].w->cols;
-  bool any_quantized = false;
-  int w_parts = amx::bf16_weight_parts(panel_format(targets[0].w->type));  // the same for all, or none
+  bool any_quantized = false, one_type = true;
   for (const MatmulTarget& t : targets) {
     check_shape(*t.w);
     if (t.w->cols != cols_) throw Error("matmul: targets sharing an input must have the same number of columns");
-    const PanelFormat format = panel_format(t.w->type);
-    any_quantized |= is_quantized(format);
-    if (amx::bf16_weight_parts(format) != w_parts) w_parts = 0;
+    any_quantized |= is_quantized(panel_format(t.w->type));
+    one_type &= t.w->type == targets[0].w->type;
   }
+  const PromptPath path = one_type ? kernels::prompt_path(targets[0].w->type) : PromptPath::none;
   if (any_quantized) {
     if (acts == nullptr) throw Error("matmul: quantized weights need an activation buffer");
     acts_ = acts;
   }
-  if (n_bf16 > 0 && w_parts > 0 && cols_ % kQBlock == 0 && use_amx()) {
-    if (bf16_acts == nullptr) throw Error("matmul: bf16 tokens need a bf16 activation buffer");
-    n_bf16_ = n_bf16;
-    bf16_acts_ = bf16_acts;
-    bf16_w_parts_ = w_parts;
+  if (n_prompt > 0 && path != PromptPath::none && cols_ % kQBlock == 0) {
+    if (prompt_acts == nullptr) throw Error("matmul: prompt tokens need a prompt activation buffer");
+    prompt_path_ = path;
+    n_prompt_ = n_prompt;
+    prompt_acts_ = prompt_acts;
   }
-  const int64_t n_int8 = n_tokens_ - n_bf16_;
+  const int64_t n_int8 = n_tokens_ - n_prompt_;
   int8_tiles_ = any_quantized && n_int8 >= kAmxInt8Tokens && use_amx();
-  chunk_panels_ = n_bf16_ > 0 || int8_tiles_ ? kAmxChunkPanels : n_tokens > kActGroup ? kPrefillChunkPanels : 1;
+  chunk_panels_ = n_prompt_ > 0 || int8_tiles_ ? kAmxChunkPanels : n_tokens > kActGroup ? kPrefillChunkPanels : 1;
   for (const MatmulTarget& t : targets) {
     if (t.w->rows == 0) continue;
     targets_[n_targets_++] = {t.w, t.y, n_runs_};
@@ -253,18 +252,27 @@ MatmulJob::MatmulJob(std::span<const MatmulTarget> targets, const float* x, int6
   const int64_t token_step = int8_tiles_ ? kAmxTileTokens : kActGroup;
   token_block_ = std::max(token_step, kActivationBlockBytes / token_bytes / token_step * token_step);
   token_blocks_ = (n_int8 + token_block_ - 1) / token_block_;
-  const int64_t bf16_token_bytes = cols_ * 2 * 2;
-  bf16_block_ = std::max(kAmxTileTokens, kActivationBlockBytes / bf16_token_bytes / kAmxTileTokens * kAmxTileTokens);
-  bf16_blocks_ = (n_bf16_ + bf16_block_ - 1) / bf16_block_;
+  // The AMX-BF16 path's blocks are whole 2-group tiles, the int16 path's
+  // whole groups.
+  if (n_prompt_ > 0) {
+    const bool amx_bf16 = prompt_path_ == PromptPath::amx_bf16;
+    const int64_t prompt_token_bytes = amx_bf16 ? cols_ * 2 * 2 : cols_ / kQBlock * int16::kBlockBytes / 16;
+    const int64_t prompt_step = amx_bf16 ? kAmxTileTokens : kActGroup;
+    prompt_block_ = std::max(prompt_step, kActivationBlockBytes / prompt_token_bytes / prompt_step * prompt_step);
+    prompt_blocks_ = (n_prompt_ + prompt_block_ - 1) / prompt_block_;
+  }
 }
 
 void MatmulJob::prepare_row(int64_t t) const {
-  const int64_t nb = cols_ / kQBlock, n_int8 = n_tokens_ - n_bf16_;
-  if (t < n_bf16_)
-    amx::row_to_bf16(x_ + t * cols_, cols_, bf16_acts_ + bf16_act_index(t, 0, nb));
+  const int64_t nb = cols_ / kQBlock, n_int8 = n_tokens_ - n_prompt_;
+  if (t < n_prompt_ && prompt_path_ == PromptPath::amx_bf16)
+    amx::row_to_bf16(x_ + t * cols_, cols_, reinterpret_cast<uint16_t*>(prompt_acts_) + bf16_act_index(t, 0, nb));
+  else if (t < n_prompt_)
+    int16::quantize_row(x_ + t * cols_, cols_, prompt_acts_ + t / 16 * nb * int16::kBlockBytes,
+                        static_cast<int>(t % 16));
   else if (acts_)
-    kernels_->quantize(x_ + t * cols_, cols_, acts_ + act_index(t - n_bf16_, 0, n_int8, nb),
-                       act_group_width(t - n_bf16_, n_int8));
+    kernels_->quantize(x_ + t * cols_, cols_, acts_ + act_index(t - n_prompt_, 0, n_int8, nb),
+                       act_group_width(t - n_prompt_, n_int8));
 }
 
 std::pair<const MatmulJob::Target*, int64_t> MatmulJob::locate(int64_t r) const {
@@ -307,13 +315,13 @@ uint8_t* chunk_scratch(std::vector<CacheLine>& buf, const ChunkPanels& c) {
 }  // namespace
 
 void MatmulJob::run_chunk(int64_t c) const {
-  const int64_t blocks_per_run = bf16_blocks_ + token_blocks_;
+  const int64_t blocks_per_run = prompt_blocks_ + token_blocks_;
   const auto [t, p0] = locate(c / blocks_per_run);
   run_panels(t, p0, std::min(panel_count(t->w->rows), p0 + chunk_panels_), c % blocks_per_run);
 }
 
 int64_t MatmulJob::tile_chunks() const {
-  return bf16_blocks_ + token_blocks_ == 1 ? kTilePanels / chunk_panels_ : 1;
+  return prompt_blocks_ + token_blocks_ == 1 ? kTilePanels / chunk_panels_ : 1;
 }
 
 void MatmulJob::run(Team& team) const {
@@ -323,7 +331,7 @@ void MatmulJob::run(Team& team) const {
 // Consecutive runs of one block of tokens each, within a tile and a target,
 // are one stream: one kernel call per column slice takes them all.
 void MatmulJob::run_chunks(int64_t c0, int64_t c1) const {
-  if (bf16_blocks_ + token_blocks_ > 1) {
+  if (prompt_blocks_ + token_blocks_ > 1) {
     for (int64_t c = c0; c < c1; ++c) run_chunk(c);
     return;
   }
@@ -340,10 +348,10 @@ void MatmulJob::run_chunks(int64_t c0, int64_t c1) const {
 // of tokens.
 void MatmulJob::run_panels(const Target* t, int64_t p0, int64_t p1, int64_t block) const {
   const int64_t run = t->first_run + p0 / chunk_panels_;
-  const bool bf16 = block < bf16_blocks_;
-  // Token indices of the job; the int8 tokens' activations count from n_bf16_.
-  const int64_t t_begin = bf16 ? block * bf16_block_ : n_bf16_ + (block - bf16_blocks_) * token_block_;
-  const int64_t t_end = std::min(bf16 ? n_bf16_ : n_tokens_, t_begin + (bf16 ? bf16_block_ : token_block_));
+  const bool prompt = block < prompt_blocks_;
+  // Token indices of the job; the int8 tokens' activations count from n_prompt_.
+  const int64_t t_begin = prompt ? block * prompt_block_ : n_prompt_ + (block - prompt_blocks_) * token_block_;
+  const int64_t t_end = std::min(prompt ? n_prompt_ : n_tokens_, t_begin + (prompt ? prompt_block_ : token_block_));
   const Matrix& w = *t->w;
   const PanelFormat format = panel_format(w.type);
   const PackedLayout layout(format, w.rows, cols_);
@@ -377,20 +385,33 @@ void MatmulJob::run_panels(const Target* t, int64_t p0, int64_t p1, int64_t bloc
   // the rest (the job's last group, when not whole) through the panel
   // kernels: the same bits either way (matmul.h).
   const int64_t tile_tokens = int8_tiles_ && quantized ? (t_end - t_begin) / kActGroup * kActGroup : 0;
-  const bool tiles = bf16 || tile_tokens > 0;
+  const bool tiles = prompt || tile_tokens > 0;
   const std::pair<uint64_t, int64_t> derived_key{serial_, 2 * run + (tiles ? 1 : 0)};
   const bool fresh = own.derived_for != derived_key;
   const int last_rows = static_cast<int>(std::min<int64_t>(kPanelRows, w.rows - (p1 - 1) * kPanelRows));
-  if (bf16) {
-    const int64_t block_values = bf16_w_parts_ * kBf16TileValues;
+  float* const y0 = t->y + t_begin * w.rows + p0 * kPanelRows;
+  if (prompt && prompt_path_ == PromptPath::amx_bf16) {
+    const int w_parts = amx::bf16_weight_parts(format);
+    const int64_t block_values = w_parts * kBf16TileValues;
     auto* out = reinterpret_cast<uint16_t*>(scratch(own.derived, panels.n * nb * block_values * 2 / 64)->bytes);
     if (fresh)
       panels.each_slice_panel([&](const uint8_t* p, int64_t cols, int64_t i, int64_t s) {
         amx::split_bf16(format, p, cols, out + (i * nb + s * layout.slices.width / kQBlock) * block_values);
       });
     own.derived_for = derived_key;
-    amx::bf16_panels({out, panels.n, nb, bf16_acts_ + bf16_act_index(t_begin, 0, nb), t_end - t_begin,
-                      t->y + t_begin * w.rows + p0 * kPanelRows, w.rows, last_rows, bf16_w_parts_});
+    const uint16_t* x = reinterpret_cast<const uint16_t*>(prompt_acts_) + bf16_act_index(t_begin, 0, nb);
+    amx::bf16_panels({out, panels.n, nb, x, t_end - t_begin, y0, w.rows, last_rows, w_parts});
+    return;
+  }
+  if (prompt) {  // PromptPath::int16
+    uint8_t* out = scratch(own.derived, panels.n * nb * int16::kBlockBytes / 64)->bytes;
+    if (fresh)
+      panels.each_slice_panel([&](const uint8_t* p, int64_t cols, int64_t i, int64_t s) {
+        int16::unpack(format, p, cols, out + (i * nb + s * layout.slices.width / kQBlock) * int16::kBlockBytes);
+      });
+    own.derived_for = derived_key;
+    int16::panels({out, panels.n, nb, prompt_acts_ + t_begin / 16 * nb * int16::kBlockBytes, t_end - t_begin, y0,
+                   w.rows, last_rows});
     return;
   }
 
@@ -404,7 +425,8 @@ void MatmulJob::run_panels(const Target* t, int64_t p0, int64_t p1, int64_t bloc
   auto set_tokens = [&](int64_t t0, int64_t n) {
     a.n_tokens = n;
     a.y = t->y + t0 * w.rows + p0 * kPanelRows;
-    a.x = quantized ? static_cast<const void*>(acts_ + (t0 - n_bf16_) * nb) : static_cast<const void*>(x_ + t0 * cols_);
+    a.x = quantized ? static_cast<const void*>(acts_ + (t0 - n_prompt_) * nb)
+                    : static_cast<const void*>(x_ + t0 * cols_);
   };
   if (tile_tokens > 0) {
     uint8_t* out = scratch(own.derived, panels.n * nb * amx::kInt8BlockBytes / 64)->bytes;
@@ -477,13 +499,13 @@ void MatmulJob::run_panels(const Target* t, int64_t p0, int64_t p1, int64_t bloc
 }
 
 void matmul(std::span<const MatmulTarget> targets, const float* x, int64_t n_tokens, ThreadPool& pool,
-            int64_t n_bf16) {
+            int64_t n_prompt) {
   if (targets.empty() || n_tokens <= 0) return;
   thread_local std::vector<Q8Act> acts_buf;  // the caller's: workers use it through the job
-  thread_local std::vector<CacheLine> bf16_buf;
-  const size_t bf16_lines = n_bf16 > 0 ? bf16_acts_values(n_bf16, targets[0].w->cols) * 2 / 64 : 0;
-  const MatmulJob job(targets, x, n_tokens, scratch(acts_buf, MatmulJob::acts_blocks(targets, n_tokens)), n_bf16,
-                      reinterpret_cast<uint16_t*>(scratch(bf16_buf, bf16_lines)));
+  thread_local std::vector<CacheLine> prompt_buf;
+  const size_t prompt_lines = n_prompt > 0 ? prompt_acts_bytes(n_prompt, targets[0].w->cols) / 64 : 0;
+  const MatmulJob job(targets, x, n_tokens, scratch(acts_buf, MatmulJob::acts_blocks(targets, n_tokens)), n_prompt,
+                      prompt_lines > 0 ? scratch(prompt_buf, prompt_lines)->bytes : nullptr);
   if (job.chunks() == 0) return;
   pool.run_team(2, [&](Team& team) {
     team.share(n_tokens, [&](int64_t t) { job.prepare_row(t); });
@@ -491,12 +513,16 @@ void matmul(std::span<const MatmulTarget> targets, const float* x, int64_t n_tok
   });
 }
 
-void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool, int64_t n_bf16) {
+void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool, int64_t n_prompt) {
   const MatmulTarget target{&w, y};
-  matmul(std::span<const MatmulTarget>(&target, 1), x, n_tokens, pool, n_bf16);
+  matmul(std::span<const MatmulTarget>(&target, 1), x, n_tokens, pool, n_prompt);
 }
 
-bool bf16_prompt_path(gguf::TensorType type) { return amx::bf16_weight_parts(panel_format(type)) > 0; }
+PromptPath prompt_path(gguf::TensorType type) {
+  if (amx::bf16_weight_parts(panel_format(type)) == 0) return PromptPath::none;
+  if (use_amx()) return PromptPath::amx_bf16;
+  return active_isa() == Isa::avx512 ? PromptPath::int16 : PromptPath::none;
+}
 
 void matmul_reference(const Matrix& w, const float* x, int64_t n_tokens, float* y) {
   check_shape(w);

@@ -79,9 +79,9 @@ PackedWeights prepare_all(std::span<Matrix* const> ws, ThreadPool* pool = nullpt
 // sum_c |w_c| * (max |x| of c's 32-block) / 254, typically well under 1% of
 // sum_c |w_c x_c|. Float weights: f32 arithmetic. The pool's threads share
 // the rows in chunks of 16-row panels. x and y must not overlap. Throws
-// Error for an unsupported type. The first n_bf16 tokens may take the bf16
-// path (see kBf16TileValues below).
-void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool, int64_t n_bf16 = 0);
+// Error for an unsupported type. The first n_prompt tokens may take the
+// prompt path (see PromptPath below).
+void matmul(const Matrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool, int64_t n_prompt = 0);
 
 // Several matrices applied to the same input, e.g. the Q, K and V (or FFN
 // gate and up) projections: x is quantized once, and one fork/join covers
@@ -93,10 +93,10 @@ struct MatmulTarget {
   float* y;  // as for matmul(): y[t * w->rows + r]
 };
 void matmul(std::span<const MatmulTarget> targets, const float* x, int64_t n_tokens, ThreadPool& pool,
-            int64_t n_bf16 = 0);
+            int64_t n_prompt = 0);
 inline void matmul(std::initializer_list<MatmulTarget> targets, const float* x, int64_t n_tokens, ThreadPool& pool,
-                   int64_t n_bf16 = 0) {
-  matmul(std::span<const MatmulTarget>(targets.begin(), targets.size()), x, n_tokens, pool, n_bf16);
+                   int64_t n_prompt = 0) {
+  matmul(std::span<const MatmulTarget>(targets.begin(), targets.size()), x, n_tokens, pool, n_prompt);
 }
 
 // An activation block: 32 values x ~= d * qs, plus the sums the kernels need
@@ -137,27 +137,46 @@ inline int64_t act_index(int64_t t, int64_t b, int64_t n, int64_t nb) {
   return t / kActGroup * kActGroup * nb + b * act_group_width(t, n) + t % kActGroup;
 }
 
-// On CPUs with AMX (cpu.h: use_amx()) two more paths take some tokens:
-//  - Quantized weights, in matmuls of 64 tokens or more (prefill, large
-//    batches): every whole group of kActGroup tokens goes through AMX-INT8
-//    tiles, which make the integer sums the VNNI kernels make, and then
-//    takes their float steps: the same bits, so nothing else changes.
-//  - f16 and bf16 weights: a job's first n_bf16 tokens (MatmulJob) may go
-//    through AMX-BF16 tiles, their activations in two bf16 parts (high and
-//    low), f16 weights in two parts too (panel.h: amx::bf16_weight_parts):
-//    about 16 bits kept, the f32 path's accuracy, but not its bits. A
-//    token's result still depends only on the token and on which path it
-//    took, never on the others in its batch; callers keep that path a
-//    property of the token (the model runner: prompt tokens bf16,
-//    generated tokens f32), so batched and alone give the same bits.
-// bf16 activations: 16 tokens x 32 values per tile, token t's block b at
-// bf16_acts[bf16_act_index(t, b, nb)..+32], its low part kBf16TileValues
-// after; buffers hold whole groups.
+// On CPUs with AMX (cpu.h: use_amx()), quantized weights' matmuls of 64
+// tokens or more (prefill, large batches) send every whole group of
+// kActGroup tokens through AMX-INT8 tiles, which make the integer sums the
+// VNNI kernels make, and then take their float steps: the same bits, so
+// nothing else changes. f16 and bf16 weights have a prompt path (below).
+
+// f16 and bf16 weights' prompt path: the first n_prompt tokens of a job
+// (MatmulJob) may take one of their own, which trades the f32 path's bits
+// for up to twice its arithmetic rate. A token's result still depends only
+// on the token and on which path it took, never on the others in its
+// batch; callers keep that path a property of the token (the model
+// runner: prompt tokens on the prompt path, generated tokens on f32), so
+// batched and alone give the same bits.
+// The AMX-BF16 path's activations: 16 tokens x 32 values per tile, token
+// t's block b at bf16_act_index(t, b, nb) (uint16_t values), its low part
+// kBf16TileValues after; buffers hold whole groups.
 constexpr int64_t kBf16TileValues = 16 * kQBlock;
 inline int64_t bf16_act_index(int64_t t, int64_t b, int64_t nb) {
   return (t / 16 * nb + b) * 2 * kBf16TileValues + t % 16 * kQBlock;
 }
-inline int64_t bf16_acts_values(int64_t n_tokens, int64_t cols) { return (n_tokens + 15) / 16 * 16 * cols * 2; }
+enum class PromptPath {
+  none,      // the other tokens' path (f32 FMAs for float weights)
+  // AMX-BF16 tiles, where use_amx(): activations in two bf16 parts (high
+  // and low), f16 weights in two parts too (panel.h: amx::bf16_weight_parts),
+  // about 16 bits kept, the f32 path's accuracy.
+  amx_bf16,
+  // vpdpwssd, where the avx512 level is active and AMX is not used: weights
+  // and activations as 13-bit codes per 32-column block (panel.h: namespace
+  // int16), about 4e-6 of sum |w x| where rounding the activations to f16,
+  // as llama.cpp does, gives 7e-6.
+  int16,
+};
+// The path prompt tokens over weights of `type` take on this CPU now
+// (none for f32 and quantized weights).
+PromptPath prompt_path(gguf::TensorType type);
+// Bytes a prompt path's activations take for n_tokens rows of cols values
+// (either path's layout fits).
+inline size_t prompt_acts_bytes(int64_t n_tokens, int64_t cols) {
+  return static_cast<size_t>((n_tokens + 15) / 16 * 16 * cols * 2) * 2;
+}
 
 // A matmul call taken apart, for callers that run it on threads of their
 // own (a ThreadPool::run_team step): the same work, validation and results
@@ -176,21 +195,22 @@ class MatmulJob {
   // job picks its kernels here, so no worker thread meets that first). x and
   // acts (acts_blocks() blocks) stay the caller's; nothing is copied or
   // allocated.
-  // Tokens [0, n_bf16) go through AMX-BF16 tiles (see kBf16TileValues)
-  // where use_amx() and the targets are all f16 or all bf16 (of a multiple
-  // of 32 columns); bf16_acts then holds bf16_acts_values(n_bf16, cols)
+  // Tokens [0, n_prompt) take the prompt path (PromptPath) where there is
+  // one and the targets are all f16 or all bf16 (of a multiple of 32
+  // columns); prompt_acts then holds prompt_acts_bytes(n_prompt, cols)
   // values, 64-byte aligned. Elsewhere they take the path the other tokens
   // take.
   MatmulJob(std::span<const MatmulTarget> targets, const float* x, int64_t n_tokens, Q8Act* acts,
-            int64_t n_bf16 = 0, uint16_t* bf16_acts = nullptr);
+            int64_t n_prompt = 0, uint8_t* prompt_acts = nullptr);
   MatmulJob(std::initializer_list<MatmulTarget> targets, const float* x, int64_t n_tokens, Q8Act* acts,
-            int64_t n_bf16 = 0, uint16_t* bf16_acts = nullptr)
-      : MatmulJob(std::span<const MatmulTarget>(targets.begin(), targets.size()), x, n_tokens, acts, n_bf16,
-                  bf16_acts) {}
+            int64_t n_prompt = 0, uint8_t* prompt_acts = nullptr)
+      : MatmulJob(std::span<const MatmulTarget>(targets.begin(), targets.size()), x, n_tokens, acts, n_prompt,
+                  prompt_acts) {}
 
-  // Quantizes (or rounds to bf16) token t's row of x; nothing for float weights.
+  // Quantizes token t's row of x (to int8, or for the prompt path to its
+  // parts or codes); nothing for float weights on the f32 path.
   void prepare_row(int64_t t) const;
-  int64_t chunks() const { return n_runs_ * (bf16_blocks_ + token_blocks_); }
+  int64_t chunks() const { return n_runs_ * (prompt_blocks_ + token_blocks_); }
   void run_chunk(int64_t c) const;
   // Chunks [c0, c1): the same as run_chunk() on each, but one stream where
   // they read adjacent panels. Decode's chunks are single panels, so that
@@ -202,7 +222,7 @@ class MatmulJob {
   // Every chunk as one step of a ThreadPool::run_team job: the threads
   // claim them in tile_chunks() groups with Team::share_ranges.
   void run(Team& team) const;
-  bool uses_bf16() const { return n_bf16_ > 0; }
+  PromptPath prompt_path() const { return prompt_path_; }
 
  private:
   struct Target {
@@ -220,25 +240,23 @@ class MatmulJob {
   const MatmulKernels* kernels_ = nullptr;
   bool prefetch_ = false, nta_ = false;  // which of kernels_->panel
   int n_targets_ = 0;
-  // Chunk c is run c / (bf16_blocks_ + token_blocks_) of chunk_panels_
-  // panels times one block of tokens: the bf16 tokens [0, n_bf16_) in
-  // blocks of bf16_block_, then the others in blocks of token_block_.
+  // Chunk c is run c / (prompt_blocks_ + token_blocks_) of chunk_panels_
+  // panels times one block of tokens: the prompt path's tokens [0,
+  // n_prompt_) in blocks of prompt_block_, then the others in blocks of
+  // token_block_.
   int64_t n_runs_ = 0, chunk_panels_ = 0, token_block_ = 0, token_blocks_ = 0, cols_ = 0, n_tokens_ = 0;
-  int64_t n_bf16_ = 0, bf16_block_ = 0, bf16_blocks_ = 0;
-  int bf16_w_parts_ = 0;    // panel.h: amx::bf16_weight_parts
+  PromptPath prompt_path_ = PromptPath::none;
+  int64_t n_prompt_ = 0, prompt_block_ = 0, prompt_blocks_ = 0;
   bool int8_tiles_ = false;  // quantized targets' whole groups take the AMX-INT8 tiles
   const float* x_ = nullptr;
-  Q8Act* acts_ = nullptr;  // null: no target is quantized. The int8 tokens', from token n_bf16_ on
-  uint16_t* bf16_acts_ = nullptr;
+  Q8Act* acts_ = nullptr;  // null: no target is quantized. The int8 tokens', from token n_prompt_ on
+  uint8_t* prompt_acts_ = nullptr;
   // Tells one job from another for the panels a thread packed or widened
   // for its last chunk (run_chunk).
   uint64_t serial_ = 0;
   static std::atomic<uint64_t> next_serial_;
 };
 
-// Whether prompt tokens over weights of `type` take the AMX-BF16 tiles
-// where use_amx() (f16 and bf16 weights, of a multiple of 32 columns).
-bool bf16_prompt_path(gguf::TensorType type);
 
 // The oracle: dequantize each row of `data` to f32, accumulate in double.
 // Ignores `packed`. Slow.

@@ -314,6 +314,52 @@ constexpr double kInt8PeakOpsPerIter = 4.0 * 16 * 16 * 64 * 2;
 
 }  // namespace amx
 
+// The int16 path (matmul.h; all of it in matmul_int16.cpp, run where the
+// avx512 level is active and AMX is not): f16 and bf16 weights' prompt
+// tokens on vpdpwssd, which multiplies 32 pairs of int16 values per
+// instruction where an f32 FMA multiplies 16. Weights and activations go
+// per 32-column block to integer codes of at most kMaxCode in magnitude
+// and an f32 scale each (per panel row and block for the weights, per
+// token and block for the activations): 32 products of two such codes fit
+// an int32 (32 x 8191^2 < 2^31), so a block's dot products are exact
+// integers, turned into a token's f32 sums once per block.
+namespace int16 {
+
+constexpr int kMaxCode = 8191;
+static_assert(int64_t{kQBlock} * kMaxCode * kMaxCode <= INT32_MAX);
+// A block record, one block of 16 panel rows or of 16 tokens: 16 vectors
+// of 64 bytes, then the 16 f32 scales. A panel's vector j holds, for each
+// row r, the codes of columns 2j and 2j + 1 at bytes 4r..4r + 3 (the
+// operand vpdpwssd takes); the tokens' vector s is token s's 32 codes, in
+// column order, so a pair of them is one 32-bit broadcast.
+constexpr int64_t kBlockBytes = 17 * 64;
+constexpr int64_t kScalesOffset = 16 * 64;
+// One f16 or bf16 panel slice of `cols` columns as block records, block b
+// at out + b * kBlockBytes.
+void unpack(PanelFormat format, const uint8_t* panel, int64_t cols, uint8_t* out);
+// A token's row of `cols` floats into its group's block records (block b
+// at records + b * kBlockBytes) as token `slot` (0..15) of the group.
+void quantize_row(const float* x, int64_t cols, uint8_t* records, int slot);
+
+// A run of unpacked panels times a block of tokens: panel i's block b at
+// w + (i * nb + b) * kBlockBytes; the tokens in groups of 16, group g's
+// block b a record at x + (g * nb + b) * kBlockBytes with token t % 16 as
+// r. y[t * y_stride + 16 i + r] = the sum over the blocks, in column
+// order, of (weight scale x activation scale) x the block's integer sum:
+// the same for a token whatever tokens share its tile.
+struct Panels {
+  const uint8_t* w;
+  int64_t n_panels, nb;
+  const uint8_t* x;   // the block's first group of 16 tokens
+  int64_t n_tokens;   // the block's; its groups are full but for the last
+  float* y;
+  int64_t y_stride;
+  int rows;           // valid rows of the last panel
+};
+void panels(const Panels& a);
+
+}  // namespace int16
+
 namespace scalar { extern const MatmulKernels kMatmulKernels; }
 namespace avx2 { extern const MatmulKernels kMatmulKernels; }
 namespace avx512 { extern const MatmulKernels kMatmulKernels; }

@@ -107,6 +107,14 @@ double measure_peak_f32_gflops(ThreadPool& pool) {
   return static_cast<double>(iters) * k.f32_ops_per_iter * pool.size() / s / 1e9;
 }
 
+double measure_peak_int16_gops(ThreadPool& pool) {
+  const RooflineKernels& k = roofline_kernels(active_isa());
+  if (k.int16_loop == nullptr) return 0;
+  const int64_t iters = kComputeIters / 8;
+  const double s = best_seconds(pool, 3, [&](int, int) { return k.int16_loop(iters); });
+  return static_cast<double>(iters) * k.int16_ops_per_iter * pool.size() / s / 1e9;
+}
+
 double measure_peak_bf16_gflops(ThreadPool& pool) {
   if (!use_amx()) return 0;
   const int64_t iters = kComputeIters / 64;

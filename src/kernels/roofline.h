@@ -67,6 +67,10 @@ double measure_peak_int8_gops(ThreadPool& pool);
 // Register-only FMA loops: 1e9 f32 ops/s (an FMA counts as 2).
 double measure_peak_f32_gflops(ThreadPool& pool);
 
+// Register-only vpdpwssd loops, f16 and bf16 prompt tokens' int16 path
+// (matmul.h: PromptPath): 1e9 int16 ops/s; 0 below the avx512 level.
+double measure_peak_int16_gops(ThreadPool& pool);
+
 // Register-only tdpbf16ps loops, f16 and bf16 prompt tokens' AMX-BF16 path
 // (cpu.h):
 // 1e9 ops/s (a multiply-add counts as 2); 0 where use_amx() is false.

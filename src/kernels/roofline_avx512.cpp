@@ -1,4 +1,4 @@
-// Roofline loops for AVX-512: 64-byte loads, vpdpbusd, zmm FMA.
+// Roofline loops for AVX-512: 64-byte loads, vpdpbusd, vpdpwssd, zmm FMA.
 #include <cstring>
 
 #include "kernels/immintrin_quiet.h"
@@ -111,14 +111,20 @@ uint64_t read_q8_0_groups(const uint8_t* p, size_t bytes) {
 // rate the prefill kernels then exceeded (pp_compute_frac 1.1).
 constexpr int kChains = 24;
 
-uint64_t int8_loop(int64_t iters) {
+// vpdpbusd (int8, the quantized kernels) or, kWords, vpdpwssd (int16, f16
+// and bf16 weights' prompt path).
+template <bool kWords>
+uint64_t dot_loop(int64_t iters) {
   __m512i acc[kChains];
 #pragma GCC unroll kChains
   for (int c = 0; c < kChains; ++c) acc[c] = _mm512_set1_epi32(c);
   const __m512i a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(-2);
   for (int64_t i = 0; i < iters; ++i)
 #pragma GCC unroll kChains
-    for (auto& v : acc) asm("vpdpbusd %2, %1, %0" : "+v"(v) : "v"(a), "v"(b));
+    for (auto& v : acc) {
+      if constexpr (kWords) asm("vpdpwssd %2, %1, %0" : "+v"(v) : "v"(a), "v"(b));
+      else asm("vpdpbusd %2, %1, %0" : "+v"(v) : "v"(a), "v"(b));
+    }
   __m512i s = acc[0];
 #pragma GCC unroll kChains
   for (int c = 1; c < kChains; ++c) s = _mm512_xor_si512(s, acc[c]);
@@ -141,6 +147,9 @@ uint64_t f32_loop(int64_t iters) {
 
 }  // namespace
 
-const RooflineKernels kRooflineKernels = {{read<false>, read<true>, read_sums_in_memory, read_q8_0_groups}, int8_loop, kChains * 64 * 2.0, f32_loop, kChains * 16 * 2.0};
+const RooflineKernels kRooflineKernels = {{read<false>, read<true>, read_sums_in_memory, read_q8_0_groups},
+                                          dot_loop<false>, kChains * 64 * 2.0,
+                                          f32_loop,        kChains * 16 * 2.0,
+                                          dot_loop<true>,  kChains * 32 * 2.0};
 
 }  // namespace llmserve::kernels::avx512

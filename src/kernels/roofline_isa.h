@@ -24,6 +24,8 @@ struct RooflineKernels {
   double int8_ops_per_iter;
   uint64_t (*f32_loop)(int64_t iters);
   double f32_ops_per_iter;
+  uint64_t (*int16_loop)(int64_t iters);  // null where the ISA has no vpdpwssd
+  double int16_ops_per_iter;
 };
 
 namespace scalar { extern const RooflineKernels kRooflineKernels; }

@@ -49,6 +49,8 @@ uint64_t f32_loop(int64_t iters) {
 
 }  // namespace
 
-const RooflineKernels kRooflineKernels = {{read<false>, read<true>, nullptr, nullptr}, int8_loop, kChains * 2.0, f32_loop, kChains * 2.0};
+const RooflineKernels kRooflineKernels = {{read<false>, read<true>, nullptr, nullptr}, int8_loop, kChains * 2.0,
+                                          f32_loop, kChains * 2.0,
+                                          nullptr,   0};
 
 }  // namespace llmserve::kernels::scalar

@@ -41,13 +41,14 @@ ModelRunner::ModelRunner(const Model& model, KvCache& kv, ThreadPool& pool, int 
   out_.resize(b * hp.dim);
   const int64_t widest = std::max({hp.dim, hp.q_dim(), hp.ffn_dim});
   acts_.resize(b * static_cast<size_t>(widest / kernels::kQBlock));
-  // Only f16 and bf16 weights have a bf16 prompt path (kernels/matmul.h).
+  // Only f16 and bf16 weights have a prompt path (kernels/matmul.h), on
+  // some CPUs: the buffer is there whichever the kernels take later.
   const Weights& w = m_.weights();
-  bool bf16_path = false;
+  bool prompt_path = false;
   for (const LayerWeights& lw : w.layers)
     for (const kernels::Matrix* mx : lw.matrices())
-      bf16_path |= kernels::bf16_prompt_path(mx->type);
-  if (bf16_path) bf16_acts_.resize(kernels::bf16_acts_values(max_tokens, widest) / 32);
+      prompt_path |= mx->type == gguf::TensorType::F16 || mx->type == gguf::TensorType::BF16;
+  if (prompt_path) prompt_acts_.resize(kernels::prompt_acts_bytes(max_tokens, widest) / sizeof(Line));
   jobs_.resize(hp.n_layer);
 }
 
@@ -82,9 +83,10 @@ std::span<float> ModelRunner::forward(std::span<const SeqBatch> batch) {
   const int bs = kv_.block_size();
 
   // Flatten the batch into rows, the prompt tokens of every sequence first
-  // (the matmuls' bf16 rows, for f16 and bf16 weights), then the generated ones; a sequence with both
-  // attends as two runs, the second seeing the first's KV, stored before
-  // attention runs. seq_rows_[i]: the row of the batch's i-th token.
+  // (the matmuls' prompt-path rows, for f16 and bf16 weights), then the
+  // generated ones; a sequence with both attends as two runs, the second
+  // seeing the first's KV, stored before attention runs. seq_rows_[i]: the
+  // row of the batch's i-th token.
   int n = 0, n_prompt = 0;
   attn_seqs_.clear();
   seq_rows_.clear();
@@ -123,13 +125,13 @@ std::span<float> ModelRunner::forward(std::span<const SeqBatch> batch) {
   const int n_out = static_cast<int>(logit_rows_.size());
   for (int l = 0; l < hp.n_layer; ++l) {
     const LayerWeights& lw = w.layers[l];
-    uint16_t* b16 = bf16_acts_.empty() ? nullptr : bf16_acts_.data()->v;
+    uint8_t* prompt_acts = prompt_acts_.empty() ? nullptr : prompt_acts_.data()->bytes;
     jobs_[l] = {kernels::MatmulJob({{&lw.wq, q_.data()}, {&lw.wk, k_.data()}, {&lw.wv, v_.data()}}, xn_.data(), n,
-                                   acts_.data(), n_prompt, b16),
-                kernels::MatmulJob({{&lw.wo, out_.data()}}, att_.data(), n, acts_.data(), n_prompt, b16),
+                                   acts_.data(), n_prompt, prompt_acts),
+                kernels::MatmulJob({{&lw.wo, out_.data()}}, att_.data(), n, acts_.data(), n_prompt, prompt_acts),
                 kernels::MatmulJob({{&lw.w_gate, gate_.data()}, {&lw.w_up, up_.data()}}, xn_.data(), n, acts_.data(),
-                                   n_prompt, b16),
-                kernels::MatmulJob({{&lw.w_down, out_.data()}}, gate_.data(), n, acts_.data(), n_prompt, b16)};
+                                   n_prompt, prompt_acts),
+                kernels::MatmulJob({{&lw.w_down, out_.data()}}, gate_.data(), n, acts_.data(), n_prompt, prompt_acts)};
   }
   logits_.resize(static_cast<size_t>(n_out) * hp.n_vocab);  // grows to its steady size once
   // The output projection's rows are the wanted logits in batch order, few

@@ -29,9 +29,10 @@ struct SeqBatch {
   Logits logits = Logits::Last;
   // How many of `tokens`, from the front, are the request's prompt rather
   // than tokens it generated. Over f16 and bf16 weights prompt tokens may
-  // take the matmuls' AMX-BF16 path (kernels/matmul.h), generated ones
-  // always the f32 path: the path is a property of the token, so a sequence
-  // gives the same bits in any batch and in any chunking of its prompt.
+  // take the matmuls' prompt path (AMX-BF16 tiles or int16 codes,
+  // kernels/matmul.h: PromptPath), generated ones always the f32 path: the
+  // path is a property of the token, so a sequence gives the same bits in
+  // any batch and in any chunking of its prompt.
   // (Quantized weights give the same bits on every path.)
   int prompt_tokens = 0;
 };
@@ -69,10 +70,11 @@ class ModelRunner {
   };
   std::vector<LayerJobs> jobs_;
   std::vector<kernels::Q8Act> acts_;
-  struct alignas(64) Bf16Line {
-    uint16_t v[32];
+  struct alignas(64) Line {
+    uint8_t bytes[64];
   };
-  std::vector<Bf16Line> bf16_acts_;  // the prompt rows' (MatmulJob's n_bf16); empty without f16 / bf16 weights
+  // The prompt rows' (MatmulJob's n_prompt); empty where no weight has a prompt path.
+  std::vector<Line> prompt_acts_;
   kernels::AttentionJob attention_;
 };
 

@@ -170,7 +170,7 @@ TEST(Cli, BenchJsonReportsTheRooflineFields) {
   ASSERT_EQ(r.exit_code, 0) << r.out;
   for (const char* field : {"\"pp_tps\":", "\"tg_tps\":", "\"bytes_per_token\":", "\"read_bw_gbs\":",
                             "\"roofline_frac\":", "\"pp_gflops\":", "\"peak_int8_gops\":", "\"peak_f32_gflops\":",
-                            "\"peak_bf16_gflops\":", "\"peak_amx_int8_gops\":", "\"pp_peak\":",
+                            "\"peak_int16_gops\":", "\"peak_bf16_gflops\":", "\"peak_amx_int8_gops\":", "\"pp_peak\":",
                             "\"read_bw_min_gbs\":", "\"read_bw_max_gbs\":",
                             "\"pp_compute_frac\":", "\"kv_bytes_per_token\":", "\"roofline_frac_kv\":",
                             "\"type\":\"q8_0\"", "\"threads\":2", "\"depth\":4"})

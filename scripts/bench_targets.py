@@ -2,7 +2,8 @@
 """The issue's CPU targets in one run: `llmserve bench` on the synthetic models
 they name, in rounds, each round every model in turn, each with the AMX
 prompt path (AMX-INT8 for quantized weights, AMX-BF16 for f16) and then with
-LLMSERVE_AMX=0 (the VNNI int8 / f32 prompt paths) where the CPU has AMX.
+LLMSERVE_AMX=0 (VNNI int8 for quantized weights, int16 codes for f16) where
+the CPU has AMX; without AMX, those two paths.
 Prints every run's numbers per model and path, and whether each run meets
 the targets (decode roofline_frac, pp512 tokens/s).
 

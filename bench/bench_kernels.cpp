@@ -202,6 +202,7 @@ void register_matmuls() {
       benchmark::RegisterBenchmark(("matmul/" + name).c_str(), matmul, t, s[0], s[1], MatmulPath::usual)
           ->UseRealTime()
           ->Arg(8)
+          ->Arg(16)
           ->Arg(64)
           ->Arg(512);
       const bool quantized = gguf::type_info(t)->block_elems > 1;
@@ -209,6 +210,7 @@ void register_matmuls() {
         benchmark::RegisterBenchmark(((quantized ? "matmul_vnni/" : "matmul_prompt/") + name).c_str(), matmul, t,
                                      s[0], s[1], quantized ? MatmulPath::no_amx : MatmulPath::prompt)
             ->UseRealTime()
+            ->Arg(16)
             ->Arg(64)
             ->Arg(512);
     }

@@ -24,17 +24,6 @@ namespace llmserve::kernels::int16 {
 
 namespace {
 
-// 16 lanes' codes of 32 columns (v[c], lane r) as a record's 16 pair
-// vectors: lane r of vector j holds column 2j in its low half, 2j + 1 in
-// its high half.
-void store_pairs(const __m512i (&q)[kQBlock], uint8_t* record) {
-  const __m512i low = _mm512_set1_epi32(0xffff);
-  for (int j = 0; j < 16; ++j) {
-    const __m512i pair = _mm512_or_si512(_mm512_and_si512(q[2 * j], low), _mm512_slli_epi32(q[2 * j + 1], 16));
-    _mm512_store_si512(record + 64 * j, pair);
-  }
-}
-
 // kMaxCode / amax, 0 where amax is 0, and finite where amax is so small
 // that the quotient would overflow (the codes then stay under kMaxCode).
 __m512 code_scale(__m512 amax) {
@@ -43,20 +32,25 @@ __m512 code_scale(__m512 amax) {
                              _mm512_set1_ps(3.0e38f));
 }
 
+// Block by block: the 16 rows' max |w| over the block's 32 columns (a
+// column's 16 rows are one vector), then the columns again, two at a time,
+// as codes: lane r of pair vector j holds row r's code of column 2j in its
+// low half, of column 2j + 1 in its high half. Loading the columns twice
+// (from L1) keeps the loop in registers.
 template <class Format>
 void unpack_format(const uint8_t* panel, int64_t cols, uint8_t* out) {
   const __m512 sign = _mm512_set1_ps(-0.0f);
-  for (int64_t b = 0; b < cols / kQBlock; ++b, out += kBlockBytes) {
-    __m512 w[kQBlock];
+  const __m512i low = _mm512_set1_epi32(0xffff);
+  for (int64_t c0 = 0; c0 + kQBlock <= cols; c0 += kQBlock, out += kBlockBytes) {
     __m512 amax = _mm512_setzero_ps();
-    for (int c = 0; c < kQBlock; ++c) {
-      w[c] = Format::load(panel, b * kQBlock + c);
-      amax = _mm512_max_ps(amax, _mm512_andnot_ps(sign, w[c]));
-    }
+    for (int c = 0; c < kQBlock; ++c) amax = _mm512_max_ps(amax, _mm512_andnot_ps(sign, Format::load(panel, c0 + c)));
     const __m512 inv = code_scale(amax);
-    __m512i q[kQBlock];
-    for (int c = 0; c < kQBlock; ++c) q[c] = _mm512_cvtps_epi32(_mm512_mul_ps(w[c], inv));  // nearest even
-    store_pairs(q, out);
+    for (int j = 0; j < 16; ++j) {
+      // Nearest even, as the activations' codes (quantize_row).
+      const __m512i even = _mm512_cvtps_epi32(_mm512_mul_ps(Format::load(panel, c0 + 2 * j), inv));
+      const __m512i odd = _mm512_cvtps_epi32(_mm512_mul_ps(Format::load(panel, c0 + 2 * j + 1), inv));
+      _mm512_store_si512(out + 64 * j, _mm512_or_si512(_mm512_and_si512(even, low), _mm512_slli_epi32(odd, 16)));
+    }
     _mm512_store_ps(reinterpret_cast<float*>(out + kScalesOffset), _mm512_div_ps(amax, _mm512_set1_ps(kMaxCode)));
   }
 }

@@ -134,6 +134,14 @@ TEST(Engine, SixteenPromptsBatchedEqualAloneStories260K) {
   expect_batched_equals_alone(test_config(path, 512), 40);
 }
 
+// f16 weights: prompt tokens take the matmuls' prompt path where the CPU
+// has one (AMX-BF16 tiles or int16 codes, kernels/matmul.h), generated
+// ones the f32 path, batched or alone.
+TEST(Engine, SixteenPromptsBatchedEqualAloneF16) {
+  REQUIRE_MODEL(path, "TinyStories-656K.f16.gguf");
+  expect_batched_equals_alone(test_config(path, 512), 24);
+}
+
 TEST(Engine, SixteenPromptsBatchedEqualAloneSynthetic) {
   expect_batched_equals_alone(test_config(synthetic_tiny(), 256), 24);
 }

@@ -59,16 +59,21 @@ constexpr int64_t kActivationBlockBytes = 256 << 10;
 // bytes. tinyllama F16 prefill against not widening, alternated: 64 tokens
 // 0.89x, 128 tokens 1.05x, 512 tokens 1.16x.
 constexpr int64_t kWidenTokens = 128;
-// The AMX paths' chunks: runs of 8 panels, whose unpacked copy (int8: 44
-// bytes per panel and column, 1.9 MiB for 8 panels of 5632 columns; bf16:
-// 32, twice that for f16) is reused by blocks of tokens of about
-// kActivationBlockBytes, a whole number of 2-group tiles. tinyllama pp512
-// on the Intel AMX host, when quantized weights took the bf16 tiles too
-// (scripts/ab_bench.py, 4 rounds each): 8 panels against 4, Q4_0 x1.046
-// and x1.022, F16 x1.037 and x1.031, Q8_0 x1.020; 2 panels x0.90 (Q4_0,
-// F16), 16 x0.94-0.96.
+// The AMX and int16 paths' chunks: runs of 8 panels, whose unpacked copy
+// (int8: 44 bytes per panel and column, 1.9 MiB for 8 panels of 5632
+// columns; bf16: 32, twice that for f16; int16: 34) is reused by blocks of
+// tokens of about kActivationBlockBytes, a whole number of 2-group tiles
+// (int16: of groups). tinyllama pp512 on the Intel AMX host, when
+// quantized weights took the bf16 tiles too (scripts/ab_bench.py, 4 rounds
+// each): 8 panels against 4, Q4_0 x1.046 and x1.022, F16 x1.037 and
+// x1.031, Q8_0 x1.020; 2 panels x0.90 (Q4_0, F16), 16 x0.94-0.96. The
+// int16 path on the Zen 5 host: 4 panels x0.997, 16 x1.014 (F16, 4
+// rounds, ranges 0.97-1.08).
 constexpr int64_t kAmxChunkPanels = 8;
 static_assert(kAmxChunkPanels <= amx::kInt8MaxPanels);
+// prompt_acts_bytes() is the AMX-BF16 layout's size (two parts of 16 x 32
+// values a group and block); the int16 layout's records are smaller.
+static_assert(int16::kBlockBytes <= 2 * kBf16TileValues * 2);
 constexpr int64_t kAmxTileTokens = 32;
 // Tokens from which quantized matmuls take the AMX-INT8 tiles: each chunk
 // unpacks its panels first, which fewer tokens do not repay. Against the
@@ -361,8 +366,8 @@ void MatmulJob::run_panels(const Target* t, int64_t p0, int64_t p1, int64_t bloc
   // Panels packed, widened or unpacked here go to the thread's scratch,
   // once per run: the run's next chunks, which the thread most often takes
   // next, find them there. `derived` holds the widened f32 panels of a
-  // float run or its AMX tiles (an f16 or bf16 run can have chunks of
-  // both), keyed apart.
+  // float run or the tiles of its prompt path or of AMX-INT8 (an f16 or
+  // bf16 run can have chunks of both), keyed apart.
   struct RunScratch {
     // (job, run; 2 run + tiles for derived)
     std::pair<uint64_t, int64_t> packed_for{0, -1}, derived_for{0, -1}, whole_for{0, -1};

@@ -198,7 +198,7 @@ class MatmulJob {
   // Tokens [0, n_prompt) take the prompt path (PromptPath) where there is
   // one and the targets are all f16 or all bf16 (of a multiple of 32
   // columns); prompt_acts then holds prompt_acts_bytes(n_prompt, cols)
-  // values, 64-byte aligned. Elsewhere they take the path the other tokens
+  // bytes, 64-byte aligned. Elsewhere they take the path the other tokens
   // take.
   MatmulJob(std::span<const MatmulTarget> targets, const float* x, int64_t n_tokens, Q8Act* acts,
             int64_t n_prompt = 0, uint8_t* prompt_acts = nullptr);

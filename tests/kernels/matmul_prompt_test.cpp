@@ -37,8 +37,8 @@ using llmserve::testing::AmxGuard;
 class PathGuard {
  public:
   explicit PathGuard(PromptPath path) {
-    if (path == PromptPath::amx_bf16 && !amx_detected()) skip_ = "this CPU or OS has no AMX (cpu.h: use_amx)";
-    if (path == PromptPath::int16 && detected_isa() != Isa::avx512) skip_ = "this CPU has no AVX-512 VNNI";
+    if (active_isa() != Isa::avx512) skip_ = "the avx512 level is not active (no AVX-512 VNNI, or LLMSERVE_ISA)";
+    else if (path == PromptPath::amx_bf16 && !amx_detected()) skip_ = "this CPU or OS has no AMX (cpu.h: use_amx)";
     if (!skip_) amx_.emplace(path == PromptPath::amx_bf16);
   }
   const char* skip() const { return skip_; }
@@ -202,7 +202,7 @@ TEST(Int16Path, ZeroAndTinyBlocksStayFinite) {
 // Where the prompt path does not apply, n_prompt changes nothing: a job
 // mixing f16 and quantized targets, and a level without the path.
 TEST(PromptFallback, GivesTheOtherPathsBitForBit) {
-  if (detected_isa() != Isa::avx512) GTEST_SKIP() << "no prompt path below AVX-512";
+  if (active_isa() != Isa::avx512) GTEST_SKIP() << "no prompt path below the avx512 level";
   std::mt19937 rng(5);
   ThreadPool pool(2);
   const int64_t cols = 256, n = 20;

@@ -187,10 +187,11 @@ TEST(TinyStories656K, Q8_0PromptOfTheVectorsContinuesThem) {
   }
 }
 
-// The f16 model's greedy ids as a prompt: on the AMX-BF16 prompt path its
-// weights and activations go in two bf16 parts each (kernels/panel.h:
-// bf16_parts), about as accurate as f32, so both prompt paths must
-// continue with the vectors' ids exactly.
+// The f16 model's greedy ids as a prompt must continue with the vectors'
+// ids exactly on every prompt path this CPU has (kernels/matmul.h:
+// PromptPath): AMX-BF16 tiles (weights and activations in two bf16 parts
+// each, about as accurate as f32) where AMX is on; with it off, or
+// without AMX, int16 codes on AVX-512 (13 bits per 32-block), f32 below.
 TEST(TinyStories656K, F16PromptOfTheVectorsContinuesThem) {
   REQUIRE_MODEL(path, "TinyStories-656K.f16.gguf");
   const auto vec = load_vectors(llmserve::testing::model_path("TinyStories-656K.testvectors.json"));

@@ -343,8 +343,8 @@ void quantize_row(const float* x, int64_t cols, uint8_t* records, int slot);
 
 // A run of unpacked panels times a block of tokens: panel i's block b at
 // w + (i * nb + b) * kBlockBytes; the tokens in groups of 16, group g's
-// block b a record at x + (g * nb + b) * kBlockBytes with token t % 16 as
-// r. y[t * y_stride + 16 i + r] = the sum over the blocks, in column
+// block b a record at x + (g * nb + b) * kBlockBytes, token t its vector
+// t % 16. y[t * y_stride + 16 i + r] = the sum over the blocks, in column
 // order, of (weight scale x activation scale) x the block's integer sum:
 // the same for a token whatever tokens share its tile.
 struct Panels {

@@ -394,27 +394,33 @@ void MatmulJob::run_panels(const Target* t, int64_t p0, int64_t p1, int64_t bloc
   const std::pair<uint64_t, int64_t> derived_key{serial_, 2 * run + (tiles ? 1 : 0)};
   const bool fresh = own.derived_for != derived_key;
   const int last_rows = static_cast<int>(std::min<int64_t>(kPanelRows, w.rows - (p1 - 1) * kPanelRows));
+  // The run's panels as a tile path's records of block_bytes per panel and
+  // block, panel i's block b at i * nb + b (every slice's blocks in
+  // order), written by unpack(format, slice panel, its columns, its first
+  // record) once per run into the thread's scratch.
+  using Unpack = void (*)(PanelFormat, const uint8_t*, int64_t, uint8_t*);
+  auto unpacked = [&](int64_t block_bytes, Unpack unpack) {
+    uint8_t* out = scratch(own.derived, panels.n * nb * block_bytes / 64)->bytes;
+    if (fresh)
+      panels.each_slice_panel([&](const uint8_t* p, int64_t cols, int64_t i, int64_t s) {
+        unpack(format, p, cols, out + (i * nb + s * layout.slices.width / kQBlock) * block_bytes);
+      });
+    own.derived_for = derived_key;
+    return out;
+  };
   float* const y0 = t->y + t_begin * w.rows + p0 * kPanelRows;
   if (prompt && prompt_path_ == PromptPath::amx_bf16) {
     const int w_parts = amx::bf16_weight_parts(format);
-    const int64_t block_values = w_parts * kBf16TileValues;
-    auto* out = reinterpret_cast<uint16_t*>(scratch(own.derived, panels.n * nb * block_values * 2 / 64)->bytes);
-    if (fresh)
-      panels.each_slice_panel([&](const uint8_t* p, int64_t cols, int64_t i, int64_t s) {
-        amx::split_bf16(format, p, cols, out + (i * nb + s * layout.slices.width / kQBlock) * block_values);
-      });
-    own.derived_for = derived_key;
+    const auto* out = reinterpret_cast<const uint16_t*>(
+        unpacked(w_parts * kBf16TileValues * 2, [](PanelFormat f, const uint8_t* p, int64_t cols, uint8_t* to) {
+          amx::split_bf16(f, p, cols, reinterpret_cast<uint16_t*>(to));
+        }));
     const uint16_t* x = reinterpret_cast<const uint16_t*>(prompt_acts_) + bf16_act_index(t_begin, 0, nb);
     amx::bf16_panels({out, panels.n, nb, x, t_end - t_begin, y0, w.rows, last_rows, w_parts});
     return;
   }
   if (prompt) {  // PromptPath::int16
-    uint8_t* out = scratch(own.derived, panels.n * nb * int16::kBlockBytes / 64)->bytes;
-    if (fresh)
-      panels.each_slice_panel([&](const uint8_t* p, int64_t cols, int64_t i, int64_t s) {
-        int16::unpack(format, p, cols, out + (i * nb + s * layout.slices.width / kQBlock) * int16::kBlockBytes);
-      });
-    own.derived_for = derived_key;
+    const uint8_t* out = unpacked(int16::kBlockBytes, int16::unpack);
     int16::panels({out, panels.n, nb, prompt_acts_ + t_begin / 16 * nb * int16::kBlockBytes, t_end - t_begin, y0,
                    w.rows, last_rows});
     return;
@@ -434,15 +440,9 @@ void MatmulJob::run_panels(const Target* t, int64_t p0, int64_t p1, int64_t bloc
                     : static_cast<const void*>(x_ + t0 * cols_);
   };
   if (tile_tokens > 0) {
-    uint8_t* out = scratch(own.derived, panels.n * nb * amx::kInt8BlockBytes / 64)->bytes;
-    if (fresh)
-      panels.each_slice_panel([&](const uint8_t* p, int64_t cols, int64_t i, int64_t s) {
-        amx::unpack_int8(format, p, cols, out + (i * nb + s * layout.slices.width / kQBlock) * amx::kInt8BlockBytes);
-      });
-    own.derived_for = derived_key;
     // All the slices in one call: their sums are one pass's (PanelArgs::resume).
     set_tokens(t_begin, tile_tokens);
-    a.panel = out;
+    a.panel = unpacked(amx::kInt8BlockBytes, amx::unpack_int8);
     a.panel_stride = nb * amx::kInt8BlockBytes;
     a.cols = cols_;
     amx::int8_panels(format, a);

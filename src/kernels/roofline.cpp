@@ -42,6 +42,16 @@ double best_seconds(ThreadPool& pool, int reps, F fn) {
 // Loop iterations per run: tens of milliseconds at this machine's rates.
 constexpr int64_t kComputeIters = 20'000'000;
 
+// 1e9 ops/s of a register-only loop of `iters` iterations on every thread
+// (the fastest of 3 runs).
+double peak_rate(ThreadPool& pool, uint64_t (*loop)(int64_t), int64_t iters, double ops_per_iter) {
+  const double s = best_seconds(pool, 3, [&](int, int) { return loop(iters); });
+  return static_cast<double>(iters) * ops_per_iter * pool.size() / s / 1e9;
+}
+
+// Iterations of the per-ISA loops: the scalar ones do less per iteration.
+int64_t isa_loop_iters() { return active_isa() == Isa::scalar ? kComputeIters * 4 : kComputeIters / 8; }
+
 constexpr size_t kChunkBytes = size_t{1} << 20;
 
 // fn(chunk, chunk_bytes) -> uint64_t on every chunk of [p, p + bytes), on
@@ -95,38 +105,25 @@ double measure_read_bandwidth(ThreadPool& pool, size_t bytes, int reps) { return
 
 double measure_peak_int8_gops(ThreadPool& pool) {
   const RooflineKernels& k = roofline_kernels(active_isa());
-  const int64_t iters = active_isa() == Isa::scalar ? kComputeIters * 4 : kComputeIters / 8;
-  const double s = best_seconds(pool, 3, [&](int, int) { return k.int8_loop(iters); });
-  return static_cast<double>(iters) * k.int8_ops_per_iter * pool.size() / s / 1e9;
+  return peak_rate(pool, k.int8_loop, isa_loop_iters(), k.int8_ops_per_iter);
 }
 
 double measure_peak_f32_gflops(ThreadPool& pool) {
   const RooflineKernels& k = roofline_kernels(active_isa());
-  const int64_t iters = active_isa() == Isa::scalar ? kComputeIters * 4 : kComputeIters / 8;
-  const double s = best_seconds(pool, 3, [&](int, int) { return k.f32_loop(iters); });
-  return static_cast<double>(iters) * k.f32_ops_per_iter * pool.size() / s / 1e9;
+  return peak_rate(pool, k.f32_loop, isa_loop_iters(), k.f32_ops_per_iter);
 }
 
 double measure_peak_int16_gops(ThreadPool& pool) {
   const RooflineKernels& k = roofline_kernels(active_isa());
-  if (k.int16_loop == nullptr) return 0;
-  const int64_t iters = kComputeIters / 8;
-  const double s = best_seconds(pool, 3, [&](int, int) { return k.int16_loop(iters); });
-  return static_cast<double>(iters) * k.int16_ops_per_iter * pool.size() / s / 1e9;
+  return k.int16_loop ? peak_rate(pool, k.int16_loop, isa_loop_iters(), k.int16_ops_per_iter) : 0;
 }
 
 double measure_peak_bf16_gflops(ThreadPool& pool) {
-  if (!use_amx()) return 0;
-  const int64_t iters = kComputeIters / 64;
-  const double s = best_seconds(pool, 3, [&](int, int) { return amx::bf16_peak_loop(iters); });
-  return static_cast<double>(iters) * amx::kBf16PeakFlopsPerIter * pool.size() / s / 1e9;
+  return use_amx() ? peak_rate(pool, amx::bf16_peak_loop, kComputeIters / 64, amx::kBf16PeakFlopsPerIter) : 0;
 }
 
 double measure_peak_amx_int8_gops(ThreadPool& pool) {
-  if (!use_amx()) return 0;
-  const int64_t iters = kComputeIters / 128;
-  const double s = best_seconds(pool, 3, [&](int, int) { return amx::int8_peak_loop(iters); });
-  return static_cast<double>(iters) * amx::kInt8PeakOpsPerIter * pool.size() / s / 1e9;
+  return use_amx() ? peak_rate(pool, amx::int8_peak_loop, kComputeIters / 128, amx::kInt8PeakOpsPerIter) : 0;
 }
 
 }  // namespace llmserve::kernels

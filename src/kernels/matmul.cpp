@@ -329,38 +329,6 @@ int64_t MatmulJob::tile_chunks() const {
   return prompt_blocks_ + token_blocks_ == 1 ? kTilePanels / chunk_panels_ : 1;
 }
 
-// Bytes of its share that a thread prefetches before a decode matmul
-// (MatmulJob::prefetch_start). Decode spends about 5% of a token between
-// matmuls (norms, RoPE, attention, the steps' hand-overs: tinyllama Q4_0,
-// 2 threads, its matmuls skipped: 0.4-0.9 ms of an 11 ms token), time in
-// which no weights stream; a kernel starting on lines already in L2 makes
-// up about half of their streaming time (Q4_0 decode's kernel runs at
-// about twice the memory's rate from L2, matvec_in_l2). Tokens alternated
-// in one `bench` process between 0 and 32 KiB (tinyllama Q4_0, rounds of
-// 256 tokens, Zen 5): 0.994-1.030x, median 1.016 (6 rounds; 0 against 0:
-// 0.998-1.005); 16 KiB 0.985-1.040x, 64 KiB 0.983-1.033x, 128 KiB
-// 0.987-1.008x. scripts/ab_bench.py --field roofline_frac against none:
-// tinyllama Q4_0 1.020, 1.022, 1.016 and 0.993 (4-10 rounds each), Q8_0
-// 1.003, Q4_K_M 1.044, F16 1.022, stories110m Q8_0 1.019; this code
-// against the build before it, Q4_0 0.998 (10 rounds, 0.91-1.08),
-// stories110m 1.007 (6). A small gain, under the host's noise in any one
-// run.
-constexpr int64_t kStartPrefetchBytes = 32 << 10;
-
-void MatmulJob::prefetch_start(const Team& team) const {
-  if (chunks() == 0 || chunk_panels_ != 1 || prompt_blocks_ + token_blocks_ != 1) return;
-  const auto [t, p0] = locate(ThreadPool::split(chunks(), team.thread(), team.size()).first);
-  const Matrix& w = *t->w;
-  if (w.packed == nullptr) return;
-  // The thread's first range ends with its tile (Team::share_ranges), and
-  // the kernel reads slice 0 of the range's panels first.
-  const PackedLayout layout(panel_format(w.type), w.rows, cols_);
-  const int64_t tile_end = std::min(layout.panels, (p0 / kTilePanels + 1) * kTilePanels);
-  const size_t first = layout.offset(p0, 0),
-               bytes = std::min<size_t>(kStartPrefetchBytes, (tile_end - p0) * layout.slice_panel_bytes(0));
-  for (size_t b = 0; b < bytes; b += 64) __builtin_prefetch(w.packed + first + b, 0, 2);  // into L2
-}
-
 void MatmulJob::run(Team& team) const {
   team.share_ranges(chunks(), tile_chunks(), [&](int64_t c0, int64_t c1) { run_chunks(c0, c1); });
 }

@@ -222,11 +222,6 @@ class MatmulJob {
   // Every chunk as one step of a ThreadPool::run_team job: the threads
   // claim them in tile_chunks() groups with Team::share_ranges.
   void run(Team& team) const;
-  // For decode (single-panel chunks, see run_chunks): prefetches into L2
-  // the first weights this thread's share of run() reads. Called as the
-  // thread leaves the op before, it keeps the weight stream going through
-  // the steps between two matmuls, which read none; elsewhere nothing.
-  void prefetch_start(const Team& team) const;
   PromptPath prompt_path() const { return prompt_path_; }
 
  private:

@@ -149,9 +149,6 @@ std::span<float> ModelRunner::forward(std::span<const SeqBatch> batch) {
     for (int l = 0; l < hp.n_layer; ++l) {
       const LayerWeights& lw = w.layers[l];
       const LayerJobs& job = jobs_[l];
-      // Each matmul's weights start streaming as the thread leaves the op
-      // before (MatmulJob::prefetch_start), not after the steps between.
-      job.qkv.prefetch_start(team);
       team.share(n, [&](int64_t r) {
         // The previous layer's FFN output joins the residual stream here.
         if (l > 0) kernels::add(row(x_, r, dim), row(out_, r, dim), dim, row(x_, r, dim));
@@ -159,7 +156,6 @@ std::span<float> ModelRunner::forward(std::span<const SeqBatch> batch) {
         job.qkv.prepare_row(r);
       });
       job.qkv.run(team);
-      job.o.prefetch_start(team);
       team.share(n, [&](int64_t r) {
         add_bias(row(q_, r, q_dim), lw.bq);
         add_bias(row(k_, r, kv_dim), lw.bk);
@@ -172,14 +168,12 @@ std::span<float> ModelRunner::forward(std::span<const SeqBatch> batch) {
       team.queue(attention_.merges(), [&](int64_t i) { attention_.run_merge(i); });
       team.share(n, [&](int64_t r) { job.o.prepare_row(r); });
       job.o.run(team);
-      job.gate_up.prefetch_start(team);
       team.share(n, [&](int64_t r) {
         kernels::add(row(x_, r, dim), row(out_, r, dim), dim, row(x_, r, dim));
         kernels::rmsnorm(row(x_, r, dim), lw.ffn_norm.data(), hp.rms_eps, dim, 1, row(xn_, r, dim));
         job.gate_up.prepare_row(r);
       });
       job.gate_up.run(team);
-      job.down.prefetch_start(team);
       team.share(n, [&](int64_t r) {
         kernels::silu_mul(row(gate_, r, ffn), row(up_, r, ffn), ffn, row(gate_, r, ffn));
         job.down.prepare_row(r);
@@ -188,7 +182,6 @@ std::span<float> ModelRunner::forward(std::span<const SeqBatch> batch) {
     }
     // The last FFN output joins the residual, then the final norm and the
     // output projection, only for the rows whose logits are wanted.
-    output.prefetch_start(team);
     team.share(n_out, [&](int64_t i) {
       const int r = logit_rows_[i];
       kernels::add(row(x_, r, dim), row(out_, r, dim), dim, row(x_, r, dim));

@@ -61,7 +61,8 @@ constexpr int kPrefetchBytes = 8192;
 // (tinyllama, against a control of 3 and 3 run alongside): Q4_0
 // 1.002-1.041x, median 1.011 (13 rounds; control 0.990-1.008, median
 // 1.000), Q4_K 1.012-1.024x (3; control 0.989-1.010), Q8_0 0.961-0.970x
-// (3). Q4_0 takes 10 since its panels are sliced at 1024 columns (panel.h):
+// (3). Q4_0 took 10 when its panels were sliced at 1024 columns (panel.h;
+// they are whole again since, not measured with other counts):
 // against 2048 columns and 6 nops, 0.9998-1.016x (12 rounds, median 1.009;
 // two copies alike 0.997-1.002x), 1024 columns and 8 nops 0.993-1.026x
 // (9, median 1.007), 2048 and 8 1.005-1.007x (3).

@@ -142,10 +142,19 @@ inline int64_t panel_count(int64_t rows) { return (rows + kPanelRows - 1) / kPan
 // About 9-14 KB of a quantized panel between two uses of an activation
 // line, then; less, and a kernel call's setup and each panel's and slice's
 // load and store of its sums start to show.
+// Q4_0 in 8-block groups on the Zen 5 host, though, decoded faster with its
+// panels whole: 8192 columns (every tinyllama matrix in one slice) against
+// 1024, scripts/ab_bench.py --field roofline_frac: 1.077x, 1.020x and
+// 1.032x (8, 10 and 12 rounds; ranges 0.93-1.10), 2048 (the FFN down
+// projection in 3 slices) 0.998x in the same rounds as the 1.020x; tokens
+// alternated between two copies of the model in one `bench` process, 8192
+// against 1024 0.967-0.995x with 8192 loaded first and 1.040-1.070x with
+// it second (two copies packed alike: 1.006-1.026x and 0.908-0.949x: the
+// second copy's speed depends on the pair). pp512 1.040x (4 rounds).
 inline int64_t slice_cols(PanelFormat format) {
   switch (format) {
     case PanelFormat::q8_0: return 512;
-    case PanelFormat::q4_0:
+    case PanelFormat::q4_0: return 8192;
     case PanelFormat::q4_k:
     case PanelFormat::q6_k: return 1024;
     default: return 2048;

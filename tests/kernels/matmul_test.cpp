@@ -56,6 +56,7 @@ std::vector<Shape> shapes_for(TensorType type) {
   out.push_back({400, c1, 5});    // chunks of several panels per thread
   out.push_back({33, c3, 1});
   out.push_back({17, c4, 9});
+  if (blk == 32) out.push_back({17, 8480, 9});  // q4_0 in 2 slices (its slice_cols is 8192)
   return out;
 }
 
@@ -176,9 +177,9 @@ TEST(MatmulSlices, CoverTheColumnsInWholeSuperBlocks) {
       EXPECT_EQ(covered, cols);
     }
   }
-  // MatchesReference's wide shapes (c3, c4) exercise 2 and 3 or more slices.
+  // MatchesReference's wide shapes (c3, c4; for q4_0 8480: 2 slices) exercise 2 and 3 or more slices.
   for (int64_t cols : {2100, 4100}) EXPECT_EQ(column_slices(PanelFormat::f32, cols).count, cols / 2048 + 1) << cols;
-  for (auto [format, cols] : {std::pair{PanelFormat::q8_0, 2336}, {PanelFormat::q4_0, 2336}, {PanelFormat::q4_k, 2816},
+  for (auto [format, cols] : {std::pair{PanelFormat::q8_0, 2336}, {PanelFormat::q4_0, 8480}, {PanelFormat::q4_k, 2816},
                               {PanelFormat::q6_k, 2816}})
     EXPECT_GE(column_slices(format, cols).count, 2) << cols;
 }
@@ -195,7 +196,7 @@ TEST(MatmulSlices, QuantizedSumsGoOnAcrossSlices) {
     for (const TensorType type : {TensorType::Q8_0, TensorType::Q4_0, TensorType::Q4_K, TensorType::Q6_K}) {
       // At least 3 slices, the last narrower; Q8_0's and Q4_0's of an odd
       // number of blocks.
-      const int64_t cols = type == TensorType::Q8_0 ? 2336 : type == TensorType::Q4_0 ? 4128 : 2816;
+      const int64_t cols = type == TensorType::Q8_0 ? 2336 : type == TensorType::Q4_0 ? 16416 : 2816;
       SCOPED_TRACE(std::string(isa_name(isa)) + " " + std::string(gguf::type_info(type)->name));
       const PanelFormat format = panel_format(type);
       const MatmulKernels& kernels = matmul_kernels(isa);

@@ -56,7 +56,7 @@ std::vector<Shape> shapes_for(TensorType type) {
   out.push_back({400, c1, 5});    // chunks of several panels per thread
   out.push_back({33, c3, 1});
   out.push_back({17, c4, 9});
-  if (blk == 32) out.push_back({17, 8480, 9});  // q4_0 in 2 slices (its slice_cols is 8192)
+  if (type == TensorType::Q4_0) out.push_back({17, 8480, 9});  // 2 slices (its slice_cols is 8192)
   return out;
 }
 

@@ -198,14 +198,15 @@ std::pair<int64_t, int64_t> Team::claim_range(std::atomic<int64_t>& claims, int6
   for (;;) {
     const int64_t front = begin + (word >> 32), back = end - (word & 0xffffffff);
     if (front >= back) return {0, 0};
-    if (!own) {  // one item off the back
-      if (claims.compare_exchange_weak(word, word + 1, std::memory_order_relaxed)) return {back - 1, back};
-      continue;
-    }
-    // To the next multiple of grain, but at most half of what is left, so
-    // the last claims shrink to single items for a helper to share.
-    const int64_t to_boundary = grain - front % grain, n = std::min(to_boundary, std::max<int64_t>(1, (back - front) / 2));
-    if (claims.compare_exchange_weak(word, word + (n << 32), std::memory_order_relaxed)) return {front, front + n};
+    // Up to the next multiple of grain (the owner, from the front) or back
+    // to the one before (a helper, from the back), but at most half of what
+    // is left, so that the last claims shrink to single items for the two
+    // to share.
+    const int64_t to_boundary = own ? grain - front % grain : back - (back - 1) / grain * grain;
+    const int64_t n = std::min(to_boundary, std::max<int64_t>(1, (back - front) / 2));
+    if (own ? claims.compare_exchange_weak(word, word + (n << 32), std::memory_order_relaxed)
+            : claims.compare_exchange_weak(word, word + n, std::memory_order_relaxed))
+      return own ? std::pair{front, front + n} : std::pair{back - n, back};
   }
 }
 

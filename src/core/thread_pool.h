@@ -145,9 +145,20 @@ class Team {
   // weights). Thread i streams its own share front to back in ranges that
   // end where multiples of `grain` items do (a tile of packed weights), and
   // shorter ones as the share runs out; a thread done with its own share
-  // takes single items from the back of another's, leaving the owner's
-  // stream unbroken. So threads finish within about an item of each
-  // other, where claims of whole tiles left one waiting for up to a tile.
+  // takes ranges from the back of another's, leaving the owner's stream
+  // unbroken: each back to the multiple of `grain` before it, at most half
+  // of what is left, so the owner's and the helper's last claims are
+  // single items, and threads finish within about an item of each other,
+  // where claims of whole tiles left one waiting for up to a tile.
+  // Helpers took single items once, and a stolen decode panel took three
+  // times the owner's time per panel (tinyllama Q8_0 on the Zen 5 host,
+  // items timed in `bench`: gate/up 3.3 us against 1.0-1.3, down 11 us
+  // against 3.5; a burst of prefetches for the panel before running it did
+  // not help). Stolen in ranges, 1.2-1.3x (gate/up) and 1.7-2.1x (down).
+  // Tokens alternated in one `bench` process between the two (windows of
+  // 64 tokens, 16 a run, medians): tinyllama Q8_0 1.022x and 1.026x (14
+  // and 15 windows of 16 faster; the switch against itself 0.999x),
+  // Q4_0 1.034x, Q4_K_M 1.030x, stories110m Q8_0 1.029x.
   template <class F>
   void share_ranges(int64_t n, int64_t grain, F&& fn) {
     ThreadPool::Share* claims = begin_step(n);

@@ -162,8 +162,8 @@ TEST(Team, RunsEveryItemOfEveryStepOnce) {
 
 // share_ranges: every item once, in ranges that never cross a multiple of
 // the grain, a thread's own claims in order from the front of its share and
-// a helper's single items from the back; with one item held up, the other
-// threads finish the step's other ranges.
+// a helper's from the back; with one item held up, the other threads finish
+// the step's other ranges.
 TEST(Team, ShareRangesCoverEveryItemOnceWithinGrains) {
   for (int n : {1, 2, 3}) {
     ThreadPool pool(n);

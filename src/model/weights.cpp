@@ -1,5 +1,6 @@
 #include "model/weights.h"
 
+#include <cstring>
 #include <string>
 
 #include "core/error.h"
@@ -99,14 +100,29 @@ Weights load_weights(const gguf::File& f, const HParams& hp, ThreadPool* pool) {
   }
   find.throw_if_problems();
 
-  // token_embd is only read a row at a time (read_row uses the file's
-  // bytes); `output` is repacked even when it is the tied embedding. All
-  // matrices share one allocation, in the order decode reads them.
+  // token_embd is only read a row at a time (read_row); `output` is
+  // repacked even when it is the tied embedding. All matrices share one
+  // allocation, in the order decode reads them.
   std::vector<kernels::Matrix*> order;
   for (LayerWeights& l : w.layers)
     for (kernels::Matrix* m : l.matrices()) order.push_back(m);
   order.push_back(&w.output);
   w.packed = kernels::prepare_all(order, pool);
+  // Each decode step reads one embedding row, most often one not read
+  // before. Read from the file mapping, such a row took 30-90 us on the
+  // Zen 5 host (a virtual machine; `bench`, tinyllama Q8_0, timed in the
+  // forward pass; the same row read again: 1 us), up to 4% of a
+  // stories110m token, whether or not its pages had been faulted in
+  // (MADV_POPULATE_READ) or touched at load, and as slow from a copy in
+  // 4 KiB pages; from a copy in transparent huge pages
+  // (kernels::PackedWeights), 6-11 us. stories110m Q8_0 decoded 1.028x as
+  // fast (scripts/ab_bench.py --field tg_tps, 8 rounds, 1.004-1.056). It
+  // costs memory of the embedding's size (tinyllama Q8_0 70 MB, 6% of its
+  // weights).
+  const size_t embd_bytes = static_cast<size_t>(w.token_embd.rows) * w.token_embd.row_bytes;
+  w.embd_rows = kernels::PackedWeights(embd_bytes);
+  std::memcpy(w.embd_rows.data(), w.token_embd.data, embd_bytes);
+  w.token_embd.data = w.embd_rows.data();
   return w;
 }
 

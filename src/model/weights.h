@@ -1,7 +1,9 @@
 #pragma once
 // The tensors of a llama-family model, located in the mapped GGUF file and
-// checked against the hyperparameters. Matrices stay in the mapping (no
-// copy); small vectors (norms, biases) are decoded to f32 once.
+// checked against the hyperparameters. The layer and output matrices are
+// repacked for the kernels (kernels::prepare), the token embedding copied in
+// its file format (load_weights says why), small vectors (norms, biases)
+// decoded to f32: inference reads nothing from the mapping.
 #include <array>
 #include <vector>
 
@@ -30,7 +32,7 @@ struct LayerWeights {
 };
 
 struct Weights {
-  kernels::Matrix token_embd;  // [n_vocab rows][dim]
+  kernels::Matrix token_embd;  // [n_vocab rows][dim], its data in embd_rows
   std::vector<float> output_norm;
   kernels::Matrix output;      // [n_vocab rows][dim]; token_embd when tied
   std::vector<float> rope_freqs;  // optional per-pair frequency divisors
@@ -38,6 +40,7 @@ struct Weights {
   // The kernels' load-time repacked copies of the matrices above, in one
   // allocation (each Matrix::packed points into it).
   kernels::PackedWeights packed;
+  kernels::PackedWeights embd_rows;  // token_embd's rows, as the file has them
 };
 
 // Throws Error naming the file and listing every missing or mis-shaped tensor.

@@ -71,7 +71,8 @@ constexpr int kPrefetchBytes = 8192;
 // rounds; 8 nops 1.027-1.039x, 10 0.999-1.011x, 4 0.998-1.013x),
 // tinyllama Q4_K_M 0.993-1.012x (6, median 1.004). With the slices Q4_K
 // keeps 6 (4 nops 0.993-1.020x, 5 0.953-0.960x, 8 0.995-1.007x) and Q8_0 3
-// (2 nops 0.994-0.996x, 4 0.979-0.983x).
+// (2 nops 0.994-0.996x, 4 0.979-0.983x; its panels are whole since, not
+// re-measured).
 constexpr int kLinePadNops = 3;
 
 template <int kHint, int kNops = kLinePadNops>

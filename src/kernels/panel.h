@@ -151,9 +151,15 @@ inline int64_t panel_count(int64_t rows) { return (rows + kPanelRows - 1) / kPan
 // against 1024 0.967-0.995x with 8192 loaded first and 1.040-1.070x with
 // it second (two copies packed alike: 1.006-1.026x and 0.908-0.949x: the
 // second copy's speed depends on the pair). pp512 1.040x (4 rounds).
+// Q8_0 whole as well (8192 against 512) measured level while a thread done
+// with its share stole single panels from the other's (1.022x and 1.003x,
+// 10 rounds each, ranges 0.91-1.16; a stolen sliced panel is one short
+// stream per slice), but once it stole ranges (Team::share_ranges) 1.031x
+// and 1.024x (ab_bench.py --field roofline_frac, 10 rounds each, ranges
+// 0.982-1.167), stories110m 1.027x (8, 0.965-1.113), pp512 1.009x (4).
 inline int64_t slice_cols(PanelFormat format) {
   switch (format) {
-    case PanelFormat::q8_0: return 512;
+    case PanelFormat::q8_0:
     case PanelFormat::q4_0: return 8192;
     case PanelFormat::q4_k:
     case PanelFormat::q6_k: return 1024;

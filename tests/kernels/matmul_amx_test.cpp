@@ -29,7 +29,7 @@ TEST_P(Int8Tiles, GiveTheVnniKernelsBitsForEveryToken) {
   REQUIRE_AMX();
   const TensorType type = GetParam();
   const int64_t blk = gguf::type_info(type)->block_elems;
-  const int64_t narrow = blk == 256 ? 256 : 96, wide = blk == 256 ? 2816 : 2336;  // wide: two column slices
+  const int64_t narrow = blk == 256 ? 256 : 96, wide = blk == 256 ? 2816 : 8480;  // wide: two column slices (slice_cols)
   struct Shape {
     int64_t rows, cols, n_tokens;
   };

@@ -40,8 +40,9 @@ std::vector<Shape> shapes_for(TensorType type) {
   const int64_t c1 = blk == 256 ? 256 : blk == 32 ? 96 : 37;  // odd column count for float types
   const int64_t c2 = blk == 256 ? 768 : blk == 32 ? 320 : 300;
   // Wider than their format's slice_cols (panel.h): packed as several column
-  // slices, the last narrower (q8_0 / q4_0 2336: a last slice of 9 blocks,
-  // its second group filled up with zero blocks).
+  // slices, the last narrower; q8_0 and q4_0, whose panels are whole up to
+  // 8192 columns, get the 8480 shape below for that (and 2336 ends their
+  // panels in a group of one block and seven zero ones).
   const int64_t c3 = blk == 256 ? 2816 : blk == 32 ? 2336 : 2100;
   const int64_t c4 = blk == 256 ? 5632 : blk == 32 ? 4160 : 4100;
   std::vector<Shape> out;
@@ -56,7 +57,7 @@ std::vector<Shape> shapes_for(TensorType type) {
   out.push_back({400, c1, 5});    // chunks of several panels per thread
   out.push_back({33, c3, 1});
   out.push_back({17, c4, 9});
-  if (type == TensorType::Q4_0) out.push_back({17, 8480, 9});  // 2 slices (its slice_cols is 8192)
+  if (type == TensorType::Q8_0 || type == TensorType::Q4_0) out.push_back({17, 8480, 9});  // 2 slices
   return out;
 }
 
@@ -177,9 +178,9 @@ TEST(MatmulSlices, CoverTheColumnsInWholeSuperBlocks) {
       EXPECT_EQ(covered, cols);
     }
   }
-  // MatchesReference's wide shapes (c3, c4; for q4_0 8480: 2 slices) exercise 2 and 3 or more slices.
+  // MatchesReference's wide shapes (c3, c4; for q8_0 and q4_0 8480: 2 slices) exercise 2 and 3 or more slices.
   for (int64_t cols : {2100, 4100}) EXPECT_EQ(column_slices(PanelFormat::f32, cols).count, cols / 2048 + 1) << cols;
-  for (auto [format, cols] : {std::pair{PanelFormat::q8_0, 2336}, {PanelFormat::q4_0, 8480}, {PanelFormat::q4_k, 2816},
+  for (auto [format, cols] : {std::pair{PanelFormat::q8_0, 8480}, {PanelFormat::q4_0, 8480}, {PanelFormat::q4_k, 2816},
                               {PanelFormat::q6_k, 2816}})
     EXPECT_GE(column_slices(format, cols).count, 2) << cols;
 }
@@ -196,7 +197,7 @@ TEST(MatmulSlices, QuantizedSumsGoOnAcrossSlices) {
     for (const TensorType type : {TensorType::Q8_0, TensorType::Q4_0, TensorType::Q4_K, TensorType::Q6_K}) {
       // At least 3 slices, the last narrower; Q8_0's and Q4_0's of an odd
       // number of blocks.
-      const int64_t cols = type == TensorType::Q8_0 ? 2336 : type == TensorType::Q4_0 ? 16416 : 2816;
+      const int64_t cols = type == TensorType::Q8_0 || type == TensorType::Q4_0 ? 16416 : 2816;
       SCOPED_TRACE(std::string(isa_name(isa)) + " " + std::string(gguf::type_info(type)->name));
       const PanelFormat format = panel_format(type);
       const MatmulKernels& kernels = matmul_kernels(isa);

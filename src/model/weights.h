@@ -1,9 +1,10 @@
 #pragma once
 // The tensors of a llama-family model, located in the mapped GGUF file and
 // checked against the hyperparameters. The layer and output matrices are
-// repacked for the kernels (kernels::prepare), the token embedding copied in
-// its file format (load_weights says why), small vectors (norms, biases)
-// decoded to f32: inference reads nothing from the mapping.
+// repacked for the kernels (kernels::prepare; types without a panel format
+// of their own are read from the mapping as they are used), the token
+// embedding copied in its file format (load_weights says why), and small
+// vectors (norms, biases) decoded to f32 once.
 #include <array>
 #include <vector>
 

@@ -204,8 +204,7 @@ std::pair<int64_t, int64_t> Team::claim_range(std::atomic<int64_t>& claims, int6
     // to share.
     const int64_t to_boundary = own ? grain - front % grain : back - (back - 1) / grain * grain;
     const int64_t n = std::min(to_boundary, std::max<int64_t>(1, (back - front) / 2));
-    if (own ? claims.compare_exchange_weak(word, word + (n << 32), std::memory_order_relaxed)
-            : claims.compare_exchange_weak(word, word + n, std::memory_order_relaxed))
+    if (claims.compare_exchange_weak(word, word + (own ? n << 32 : n), std::memory_order_relaxed))
       return own ? std::pair{front, front + n} : std::pair{back - n, back};
   }
 }

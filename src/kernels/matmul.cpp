@@ -198,8 +198,8 @@ int64_t MatmulJob::acts_blocks(std::span<const MatmulTarget> targets, int64_t n_
 // thread, and a thread the OS deschedules (cores shared with other work)
 // delays the call by at most one claim. Decode's chunks are single panels,
 // claimed a tile at a time and in shrinking ranges at the end of a share:
-// against claims of whole tiles, alternated token by token in one `bench` process
-// (tinyllama, 128 or 256 tokens a round), the threads' waits at step
+// against claims of whole tiles, alternated token by token in one `bench`
+// process (tinyllama, 128 or 256 tokens a round), the threads' waits at step
 // boundaries fell from 3.1% to 1.9% of a Q4_0 token, which decoded
 // 1.003-1.011x as fast, Q8_0 0.997-1.007x. A chunk is a run of
 // panels times a block of tokens, the chunks of one run of panels in a row,

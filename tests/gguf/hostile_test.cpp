@@ -268,15 +268,14 @@ uint64_t data_end(const File& f) {
 }
 
 TEST(Hostile, EveryTruncationOfASmallFile) {
-  const std::string path = ::testing::TempDir() + "/hostile_small.gguf";
-  const auto bytes = small_valid_file(path);
+  const llmserve::testing::TempFile file("hostile-small.gguf");
+  const auto bytes = small_valid_file(file.path());
   const File whole = File::parse("whole.gguf", bytes.data(), bytes.size());
   const uint64_t end = data_end(whole);
   for (uint64_t n = 0; n < end; ++n) {
     const std::vector<uint8_t> prefix(bytes.begin(), bytes.begin() + n);
     expect_rejected(prefix, "small@" + std::to_string(n) + ".gguf");
   }
-  std::remove(path.c_str());
 }
 
 void check_truncations(const std::string& model) {

@@ -9,7 +9,6 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <unistd.h>
 #include <map>
 #include <set>
 
@@ -27,12 +26,7 @@ namespace fs = std::filesystem;
 using gguf::File;
 using gguf::TensorType;
 
-// Unique per process and test; parameterized test names contain '/'.
-std::string temp_path(const std::string& name) {
-  std::string test = ::testing::UnitTest::GetInstance()->current_test_info()->name();
-  std::replace(test.begin(), test.end(), '/', '_');
-  return (fs::path(::testing::TempDir()) / (std::to_string(::getpid()) + "_" + test + "_" + name)).string();
-}
+using llmserve::testing::TempFile;
 
 std::vector<uint8_t> read_all(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -180,10 +174,9 @@ TEST_P(SyntheticModel, TinyRoundTrips) {
   spec.type = type;
   spec.q4_k_m = GetParam().q4_k_m;
   spec.seed = 1234;
-  const std::string path = temp_path("tiny.gguf");
-  write_synthetic_model(spec, path);
+  const TempFile file("synthetic-tiny.gguf", [&](const std::string& p) { write_synthetic_model(spec, p); });
 
-  const File f = File::open(path);
+  const File f = File::open(file.path());
   const Shape& s = spec.shape;
   EXPECT_EQ(f.get_string("general.architecture", ""), "llama");
   EXPECT_FALSE(f.get_string("general.name", "").empty());
@@ -224,7 +217,6 @@ TEST_P(SyntheticModel, TinyRoundTrips) {
       ASSERT_EQ(std::memcmp(t.data + r * rb, want.data(), rb), 0) << t.name << " row " << r;
     }
   }
-  fs::remove(path);
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, SyntheticModel,
@@ -263,18 +255,17 @@ TEST(SyntheticModelFile, SameSpecSameBytesOtherSeedOtherWeights) {
   spec.shape = *find_shape("tiny");
   spec.type = TensorType::Q4_0;
   spec.seed = 7;
-  const std::string a = temp_path("a.gguf"), b = temp_path("b.gguf"), c = temp_path("c.gguf");
-  write_synthetic_model(spec, a);
-  write_synthetic_model(spec, b);
+  const TempFile a("synthetic-a.gguf"), b("synthetic-b.gguf"), c("synthetic-c.gguf");
+  write_synthetic_model(spec, a.path());
+  write_synthetic_model(spec, b.path());
   spec.seed = 8;
-  write_synthetic_model(spec, c);
-  EXPECT_EQ(read_all(a), read_all(b));
-  const File fa = File::open(a), fc = File::open(c);
+  write_synthetic_model(spec, c.path());
+  EXPECT_EQ(read_all(a.path()), read_all(b.path()));
+  const File fa = File::open(a.path()), fc = File::open(c.path());
   const auto* ta = fa.find_tensor("blk.0.attn_q.weight");
   const auto* tc = fc.find_tensor("blk.0.attn_q.weight");
   ASSERT_TRUE(ta && tc);
   EXPECT_NE(std::memcmp(ta->data, tc->data, ta->n_bytes), 0);
-  for (const auto& p : {a, b, c}) fs::remove(p);
 }
 
 // The built-in vocabulary padded to a 32000-token vocab (on a small custom
@@ -283,9 +274,8 @@ TEST(SyntheticVocab, BuiltInSentencePieceVocab) {
   SyntheticSpec spec;
   spec.shape = Shape{"vocab-test", 32, 1, 1, 1, 32, 32000, 64, 10000.0f, 1e-5f};
   spec.type = TensorType::Q8_0;
-  const std::string path = temp_path("vocab.gguf");
-  write_synthetic_model(spec, path);
-  const File f = File::open(path);
+  const TempFile file("synthetic-vocab.gguf", [&](const std::string& p) { write_synthetic_model(spec, p); });
+  const File f = File::open(file.path());
   EXPECT_EQ(f.get_string("tokenizer.ggml.model", ""), "llama");
   EXPECT_EQ(f.get_int("tokenizer.ggml.bos_token_id", -1), 1);
   EXPECT_EQ(f.get_int("tokenizer.ggml.eos_token_id", -1), 2);
@@ -324,7 +314,6 @@ TEST(SyntheticVocab, BuiltInSentencePieceVocab) {
   EXPECT_TRUE(unique.count("\xe2\x96\x81the"));
   EXPECT_TRUE(unique.count("\xe2\x96\x81th"));  // its prefix, so BPE merges can reach it
   EXPECT_EQ(f.find_tensor("token_embd.weight")->dims, (std::vector<uint64_t>{32, 32000}));
-  fs::remove(path);
 }
 
 void expect_copied_vocab(const std::string& source, size_t n_vocab) {
@@ -332,10 +321,9 @@ void expect_copied_vocab(const std::string& source, size_t n_vocab) {
   spec.shape = *find_shape("tiny");
   spec.type = TensorType::Q8_0;
   spec.vocab_from = source;
-  const std::string path = temp_path("copied.gguf");
-  write_synthetic_model(spec, path);
+  const TempFile file("synthetic-copied.gguf", [&](const std::string& p) { write_synthetic_model(spec, p); });
   const File src = File::open(source);
-  const File f = File::open(path);
+  const File f = File::open(file.path());
   size_t copied = 0;
   for (const auto& [key, value] : src.metadata()) {
     if (!key.starts_with("tokenizer.")) continue;
@@ -352,7 +340,6 @@ void expect_copied_vocab(const std::string& source, size_t n_vocab) {
   EXPECT_EQ(f.get_int("llama.vocab_size", 0), static_cast<int64_t>(n_vocab));
   EXPECT_EQ(f.find_tensor("token_embd.weight")->dims, (std::vector<uint64_t>{256, n_vocab}));
   EXPECT_EQ(f.find_tensor("output.weight")->dims, (std::vector<uint64_t>{256, n_vocab}));
-  fs::remove(path);
 }
 
 TEST(SyntheticVocab, CopiedFromStories260K) {
@@ -368,12 +355,13 @@ TEST(SyntheticVocab, CopiedFromLlama2) {
 TEST(SyntheticErrors, UnsupportedTypeOrVocabSourceWritesNothing) {
   SyntheticSpec spec;
   spec.shape = *find_shape("tiny");
-  const std::string path = temp_path("never.gguf");
+  const TempFile never("synthetic-never.gguf");  // removed even if a write wrongly succeeds
+  const std::string& path = never.path();
   spec.type = TensorType::Q5_K;
   EXPECT_THROW(write_synthetic_model(spec, path), Error);
 
   spec.type = TensorType::Q8_0;
-  spec.vocab_from = temp_path("missing.gguf");
+  spec.vocab_from = llmserve::testing::temp_path("synthetic-missing.gguf");
   try {
     write_synthetic_model(spec, path);
     FAIL() << "expected an Error";
@@ -384,15 +372,14 @@ TEST(SyntheticErrors, UnsupportedTypeOrVocabSourceWritesNothing) {
   // A GGUF without a vocabulary.
   gguf::Writer w;
   w.set("general.architecture", gguf::make_string("llama"));
-  spec.vocab_from = temp_path("no_vocab.gguf");
-  w.write(spec.vocab_from);
+  const TempFile no_vocab("synthetic-no-vocab.gguf", [&](const std::string& p) { w.write(p); });
+  spec.vocab_from = no_vocab.path();
   try {
     write_synthetic_model(spec, path);
     FAIL() << "expected an Error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("tokenizer.ggml.tokens"), std::string::npos) << e.what();
   }
-  fs::remove(spec.vocab_from);
 
   spec.vocab_from.clear();
   spec.shape.n_head = 7;  // 256 does not split into 7 heads

@@ -14,25 +14,20 @@
 #include "gguf/quant.h"
 #include "gguf/writer.h"
 #include "gguf_bytes.h"
+#include "temp_file.h"
 
 namespace llmserve::gguf {
 namespace {
 
 namespace fs = std::filesystem;
 
+// Each test writes into a folder of its own, removed however the test ends.
 class WriterTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("llmserve_writer_test_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string path(const std::string& name) const { return dir_.file(name); }
 
-  fs::path dir_;
+  llmserve::testing::TempDir dir_{std::string("writer-") +
+                                  ::testing::UnitTest::GetInstance()->current_test_info()->name()};
 };
 
 std::vector<uint8_t> read_all(const std::string& path) {
@@ -218,7 +213,7 @@ TEST_F(WriterTest, ReplacesAnExistingFileAndLeavesNoTemporaries) {
   a.write(path("f.gguf"));
   b.write(path("f.gguf"));
   EXPECT_EQ(File::open(path("f.gguf")).require("x").as_uint("x"), 2u);
-  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 1);
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_.path()), fs::directory_iterator()), 1);
 }
 
 TEST_F(WriterTest, FailedWriteNamesThePathAndLeavesNothing) {
@@ -234,7 +229,7 @@ TEST_F(WriterTest, FailedWriteNamesThePathAndLeavesNothing) {
   // A failing row source aborts the write without touching the target.
   w.add_tensor("t", {32}, TensorType::F32, [](uint64_t, uint64_t, uint8_t*) { throw Error("source failed"); });
   EXPECT_THROW(w.write(path("f.gguf")), Error);
-  EXPECT_TRUE(fs::is_empty(dir_));
+  EXPECT_TRUE(fs::is_empty(dir_.path()));
 }
 
 TEST_F(WriterTest, RejectsValuesThatDoNotFitTheirType) {
@@ -260,7 +255,7 @@ TEST_F(WriterTest, RejectsValuesThatDoNotFitTheirType) {
   fails(make_u32(48), "general.alignment");
   fails(make_u32(0), "general.alignment");
   fails(u64v(ValueType::UINT64, 32), "general.alignment");
-  EXPECT_TRUE(fs::is_empty(dir_));
+  EXPECT_TRUE(fs::is_empty(dir_.path()));
 }
 
 TEST_F(WriterTest, RejectsBadTensors) {

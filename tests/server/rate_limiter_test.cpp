@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "server/rate_limiter.h"
+#include "temp_file.h"
 
 namespace llmserve::server {
 namespace {
@@ -33,12 +34,13 @@ TEST(ApiKeys, BearerHeader) {
 }
 
 TEST(ApiKeys, FromFileSkipsCommentsAndBlanks) {
-  const auto path = std::filesystem::temp_directory_path() / "llmserve_keys_test.txt";
+  const llmserve::testing::TempFile file("keys.txt");
+  const std::string& path = file.path();
   {
     std::ofstream f(path);
     f << "# keys\n\n  alpha  \r\nbeta\n";
   }
-  const ApiKeys keys = ApiKeys::from_file(path.string());
+  const ApiKeys keys = ApiKeys::from_file(path);
   EXPECT_EQ(keys.size(), 2u);
   const std::string h = "Bearer alpha";
   EXPECT_TRUE(keys.check(&h));
@@ -46,9 +48,9 @@ TEST(ApiKeys, FromFileSkipsCommentsAndBlanks) {
     std::ofstream f(path);
     f << "# nothing\n";
   }
-  EXPECT_THROW(ApiKeys::from_file(path.string()), Error);
+  EXPECT_THROW(ApiKeys::from_file(path), Error);
   std::filesystem::remove(path);
-  EXPECT_THROW(ApiKeys::from_file(path.string()), Error);
+  EXPECT_THROW(ApiKeys::from_file(path), Error);
 }
 
 TEST(TokenBucket, BurstThenRefillAtRate) {

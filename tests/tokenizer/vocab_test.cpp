@@ -1,14 +1,13 @@
 // Reading tokenizer.ggml.* from GGUF: vocab-only files work, and every
 // missing or malformed key gives an Error naming the file and the key.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <cstdio>
 #include <functional>
 
 #include "core/error.h"
 #include "gguf/file.h"
 #include "gguf/writer.h"
+#include "temp_file.h"
 #include "tokenizer/tokenizer.h"
 
 namespace llmserve::tok {
@@ -60,9 +59,9 @@ gguf::Writer bpe_writer() {
 
 class VocabFileTest : public ::testing::Test {
  protected:
-  std::string path_ = ::testing::TempDir() + "tok_vocab_" + std::to_string(::getpid()) + "_" +
-                      ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".gguf";
-  void TearDown() override { std::remove(path_.c_str()); }
+  const llmserve::testing::TempFile file_{std::string("tok-vocab-") +
+                                          ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".gguf"};
+  const std::string& path_ = file_.path();
 
   std::unique_ptr<Tokenizer> load(const gguf::Writer& w) {
     w.write(path_);

@@ -4,7 +4,6 @@
 #include <sys/wait.h>
 
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <random>
 #include <string>
@@ -16,6 +15,7 @@
 namespace {
 
 using llmserve::testing::temp_path;
+using llmserve::testing::TempFile;
 
 struct Result {
   int exit_code = -1;
@@ -64,13 +64,12 @@ TEST(Cli, TruncatedModelsFailWithExitCode1) {
                            "llama-2-tiny-random.gguf"}) {
     REQUIRE_MODEL(path, name);
     const std::string bytes = read_file(path);
-    const std::string cut = temp_path(std::string("cut-") + name);
-    write_file(cut, bytes.substr(0, bytes.size() * 2 / 3));
-    const Result r = run("generate -m " + cut + " -p hi -n 4");
+    const TempFile cut(std::string("cut-") + name,
+                       [&](const std::string& p) { write_file(p, bytes.substr(0, bytes.size() * 2 / 3)); });
+    const Result r = run("generate -m " + cut.path() + " -p hi -n 4");
     EXPECT_EQ(r.exit_code, 1) << r.out;
-    EXPECT_NE(r.out.find("error: " + cut), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("error: " + cut.path()), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("truncated"), std::string::npos) << r.out;
-    std::filesystem::remove(cut);
   }
 }
 
@@ -78,24 +77,20 @@ TEST(Cli, RandomBytesFailWithExitCode1) {
   std::mt19937 rng(7);
   std::string bytes(4096, '\0');
   for (auto& c : bytes) c = static_cast<char>(rng());
-  const std::string path = temp_path("random.gguf");
-  write_file(path, bytes);
-  const Result r = run("inspect " + path);
+  const TempFile file("random.gguf", [&](const std::string& p) { write_file(p, bytes); });
+  const Result r = run("inspect " + file.path());
   EXPECT_EQ(r.exit_code, 1) << r.out;
   EXPECT_NE(r.out.find("not a GGUF file"), std::string::npos) << r.out;
-  std::filesystem::remove(path);
 }
 
 TEST(Cli, TensorOffsetPastTheEndFails) {
   REQUIRE_MODEL(path, "stories260K.gguf");
   // Keep the header whole but drop the tensor data: every offset now points past the end.
   const std::string bytes = read_file(path);
-  const std::string cut = temp_path("no-data.gguf");
-  write_file(cut, bytes.substr(0, 14176 + 64));
-  const Result r = run("inspect " + cut);
+  const TempFile cut("no-data.gguf", [&](const std::string& p) { write_file(p, bytes.substr(0, 14176 + 64)); });
+  const Result r = run("inspect " + cut.path());
   EXPECT_EQ(r.exit_code, 1) << r.out;
   EXPECT_NE(r.out.find("extends past the end of the file"), std::string::npos) << r.out;
-  std::filesystem::remove(cut);
 }
 
 TEST(Cli, InspectPrintsTensorsAndCounts) {
@@ -115,12 +110,11 @@ TEST(Cli, TokenizeIdsMatchTheVectors) {
 
 TEST(Cli, TokenizeStdinKeepsNewlines) {
   REQUIRE_MODEL(path, "stories260K.gguf");
-  const std::string text_file = temp_path("text.txt");
-  write_file(text_file, "The cat sat on the mat.\nThe end.");
-  const Result r = run("tokenize -m " + path + " --ids --no-bos --stdin < " + text_file);
+  const TempFile text_file("text.txt",
+                           [](const std::string& p) { write_file(p, "The cat sat on the mat.\nThe end."); });
+  const Result r = run("tokenize -m " + path + " --ids --no-bos --stdin < " + text_file.path());
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_EQ(r.out, "291 280 294 262 294 353 265 284 294 426 13 434 260 344 264 426\n");
-  std::filesystem::remove(text_file);
 }
 
 // Checked before any command runs (a server would otherwise start and then
@@ -147,15 +141,14 @@ TEST(Cli, UnknownShapeIsAClearError) {
 // gen-model writes every weight type the matmuls take from files it makes,
 // bf16 included; an unknown type is refused with the list.
 TEST(Cli, GenModelWritesBf16AndRefusesUnknownTypes) {
-  const std::string model = temp_path("tiny-bf16.gguf");
-  ASSERT_EQ(run("gen-model --shape tiny --type bf16 -o " + model).exit_code, 0);
-  const Result r = run("inspect " + model);
+  const TempFile model("tiny-bf16.gguf");
+  ASSERT_EQ(run("gen-model --shape tiny --type bf16 -o " + model.path()).exit_code, 0);
+  const Result r = run("inspect " + model.path());
   EXPECT_EQ(r.exit_code, 0) << r.out;
   const size_t q = r.out.find("blk.0.attn_q.weight");
   ASSERT_NE(q, std::string::npos) << r.out;
   EXPECT_EQ(r.out.substr(r.out.find_first_not_of(' ', q + 19), 4), "bf16") << r.out;
-  std::filesystem::remove(model);
-  const Result bad = run("gen-model --shape tiny --type q5_1 -o " + model);
+  const Result bad = run("gen-model --shape tiny --type q5_1 -o " + model.path());
   EXPECT_EQ(bad.exit_code, 1) << bad.out;
   EXPECT_NE(bad.out.find("unsupported --type 'q5_1' (use f32, f16, bf16,"), std::string::npos) << bad.out;
 }
@@ -164,9 +157,9 @@ TEST(Cli, GenModelWritesBf16AndRefusesUnknownTypes) {
 // within the range of the probe reads, and -d is taken into account (the
 // KV bytes decode reads; a context that does not fit is refused by name).
 TEST(Cli, BenchJsonReportsTheRooflineFields) {
-  const std::string model = temp_path("bench-tiny.gguf");
-  ASSERT_EQ(run("gen-model --shape tiny --type q8_0 -o " + model).exit_code, 0);
-  const Result r = run("bench -m " + model + " -p 8 -n 4 -d 4 --reps 1 -t 2 --json");
+  const TempFile model("bench-tiny.gguf");
+  ASSERT_EQ(run("gen-model --shape tiny --type q8_0 -o " + model.path()).exit_code, 0);
+  const Result r = run("bench -m " + model.path() + " -p 8 -n 4 -d 4 --reps 1 -t 2 --json");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   for (const char* field : {"\"pp_tps\":", "\"tg_tps\":", "\"bytes_per_token\":", "\"read_bw_gbs\":",
                             "\"roofline_frac\":", "\"pp_gflops\":", "\"peak_int8_gops\":", "\"peak_f32_gflops\":",
@@ -185,8 +178,7 @@ TEST(Cli, BenchJsonReportsTheRooflineFields) {
   ASSERT_TRUE(tiny.has_value());
   EXPECT_EQ(j["kv_bytes_per_token"].get<double>(), 2 * tiny->n_layer * (tiny->kv_dim() * 2) * 6.5);
   EXPECT_GT(j["roofline_frac_kv"].get<double>(), j["roofline_frac"].get<double>());
-  const Result too_deep = run("bench -m " + model + " -p 8 -n 4 -d 100000 --reps 1");
+  const Result too_deep = run("bench -m " + model.path() + " -p 8 -n 4 -d 100000 --reps 1");
   EXPECT_EQ(too_deep.exit_code, 1) << too_deep.out;
   EXPECT_NE(too_deep.out.find("exceeds the model's context"), std::string::npos) << too_deep.out;
-  std::filesystem::remove(model);
 }

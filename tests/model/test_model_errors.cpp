@@ -2,7 +2,6 @@
 // naming the file and everything that is wrong.
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <functional>
 
 #include "core/error.h"
@@ -15,25 +14,23 @@ using namespace llmserve;
 
 namespace {
 
-using llmserve::testing::temp_path;
+using llmserve::testing::TempFile;
 
-// Copies `src` into a new file, letting `edit` drop tensors or change metadata.
-std::string rewrite(const std::string& src, const std::string& name,
-                    const std::function<bool(const std::string&)>& keep_tensor,
-                    const std::function<void(gguf::Writer&)>& edit = {}) {
+// Copies `src` into the file `out`, letting `edit` drop tensors or change metadata.
+void rewrite(const std::string& src, const std::string& out,
+             const std::function<bool(const std::string&)>& keep_tensor,
+             const std::function<void(gguf::Writer&)>& edit = {}) {
   const gguf::File f = gguf::File::open(src);
   gguf::Writer w;
   for (const auto& [k, v] : f.metadata()) w.set(k, v);
   for (const auto& t : f.tensors())
     if (keep_tensor(t.name)) w.add_tensor(t.name, t.dims, t.type, std::vector<uint8_t>(t.data, t.data + t.n_bytes));
   if (edit) edit(w);
-  const std::string out = temp_path(name);
   w.write(out);
-  return out;
 }
 
 std::string tiny_model() {
-  static const llmserve::testing::TempFile file("tiny.gguf", [](const std::string& p) {
+  static const TempFile file("tiny.gguf", [](const std::string& p) {
     model::SyntheticSpec spec;
     spec.shape = *model::find_shape("tiny");
     spec.type = gguf::TensorType::F32;
@@ -58,22 +55,25 @@ TEST(ModelErrors, MissingFileNamesThePath) {
 }
 
 TEST(ModelErrors, MissingTensorsAreAllListed) {
-  const std::string p = rewrite(tiny_model(), "missing.gguf", [](const std::string& n) {
-    return n != "blk.1.attn_k.weight" && n != "output_norm.weight";
+  const TempFile file("missing.gguf", [](const std::string& out) {
+    rewrite(tiny_model(), out, [](const std::string& n) {
+      return n != "blk.1.attn_k.weight" && n != "output_norm.weight";
+    });
   });
+  const std::string& p = file.path();
   const std::string e = load_error(p);
   EXPECT_NE(e.find(p), std::string::npos) << e;
   EXPECT_NE(e.find("missing tensor blk.1.attn_k.weight"), std::string::npos) << e;
   EXPECT_NE(e.find("missing tensor output_norm.weight"), std::string::npos) << e;
-  std::filesystem::remove(p);
 }
 
 TEST(ModelErrors, UnknownArchitectureIsNamed) {
-  const std::string p = rewrite(tiny_model(), "arch.gguf", [](const std::string&) { return true; },
-                                [](gguf::Writer& w) { w.set("general.architecture", gguf::make_string("gptx")); });
-  const std::string e = load_error(p);
+  const TempFile file("arch.gguf", [](const std::string& out) {
+    rewrite(tiny_model(), out, [](const std::string&) { return true; },
+            [](gguf::Writer& w) { w.set("general.architecture", gguf::make_string("gptx")); });
+  });
+  const std::string e = load_error(file.path());
   EXPECT_NE(e.find("unsupported architecture 'gptx'"), std::string::npos) << e;
-  std::filesystem::remove(p);
 }
 
 TEST(ModelErrors, MissingHyperparameterIsNamed) {
@@ -81,17 +81,16 @@ TEST(ModelErrors, MissingHyperparameterIsNamed) {
   gguf::Writer w;
   for (const auto& [k, v] : f.metadata())
     if (k != "llama.block_count") w.set(k, v);
-  const std::string p = temp_path("no-layers.gguf");
-  w.write(p);
-  const std::string e = load_error(p);
+  const TempFile file("no-layers.gguf", [&w](const std::string& out) { w.write(out); });
+  const std::string e = load_error(file.path());
   EXPECT_NE(e.find("missing metadata key llama.block_count"), std::string::npos) << e;
-  std::filesystem::remove(p);
 }
 
 TEST(ModelErrors, HeadCountsMustDivide) {
-  const std::string p = rewrite(tiny_model(), "heads.gguf", [](const std::string&) { return true; },
-                                [](gguf::Writer& w) { w.set("llama.attention.head_count_kv", gguf::make_u32(3)); });
-  const std::string e = load_error(p);
+  const TempFile file("heads.gguf", [](const std::string& out) {
+    rewrite(tiny_model(), out, [](const std::string&) { return true; },
+            [](gguf::Writer& w) { w.set("llama.attention.head_count_kv", gguf::make_u32(3)); });
+  });
+  const std::string e = load_error(file.path());
   EXPECT_NE(e.find("not a multiple of head_count_kv 3"), std::string::npos) << e;
-  std::filesystem::remove(p);
 }

@@ -325,7 +325,7 @@ class DecodeStep {
   // (model/runner.cpp).
   double run_team(const std::vector<kernels::MatmulJob>& jobs) const {
     const auto start = std::chrono::steady_clock::now();
-    pool().run_team(static_cast<int>(2 * jobs.size()), [&](Team& t) {
+    pool().run_team([&](Team& t) {
       for (const kernels::MatmulJob& job : jobs) {
         t.share(1, [&](int64_t) { job.prepare_row(0); });
         job.run(t);

@@ -30,7 +30,7 @@ std::vector<double> run_batch(engine::Engine& eng, int batch, int prompt_len, in
   std::condition_variable cv;
   std::vector<double> tpot;
   std::string error;
-  const int vocab = eng.model().hparams().n_vocab;
+  const int vocab = eng.info().n_vocab;
   for (int b = 0; b < batch; ++b) {
     engine::RequestParams p;
     // Distinct random prompts: no prefix-cache hits between them.
@@ -62,9 +62,9 @@ void run_batch_bench(const BenchOptions& o) {
   if (o.depth != 0) throw Error("-d applies to the single-sequence bench, not to --batch");
   const int max_batch = batches.back();
 
-  engine::EngineConfig config;
-  config.model_path = resolve_model(o.model);
-  config.threads = o.threads > 0 ? o.threads : default_thread_count();
+  const int threads = o.threads > 0 ? o.threads : default_thread_count();
+  ThreadPool pool(threads);  // the engine's, and the ceilings', measured between the engine's runs
+  model::InstanceConfig config;
   const auto kv_type = gguf::type_info_by_name(o.kv_type);
   if (!kv_type) throw Error("unknown --kv-type '" + o.kv_type + "'");
   config.kv_type = kv_type->type;
@@ -72,12 +72,11 @@ void run_batch_bench(const BenchOptions& o) {
   config.kv_blocks = max_batch * blocks_per_seq + 1;
   // Every prompt fits in the first step, so the decode steps measured after it are pure decode.
   config.max_batch_tokens = std::max(512, max_batch * prompt_len);
-  config.max_seqs = max_batch;
-  engine::Engine eng(config);
+  const auto model = model::LoadedModel::load(resolve_model(o.model), pool, config);
+  engine::Engine eng({model.get()}, {.max_seqs = max_batch});
 
-  ThreadPool pool(config.threads);  // for the ceilings, measured between the engine's runs
-  const model::MatmulFootprint fp = model::matmul_footprint(eng.model().weights());
-  const gguf::TensorType wtype = eng.model().weights().layers[0].wq.type;
+  const model::MatmulFootprint fp = model::matmul_footprint(model->model().weights());
+  const gguf::TensorType wtype = model->model().weights().layers[0].wq.type;
   const bool float_weights = is_float_type(wtype);
   const double peak_gops = float_weights ? kernels::measure_peak_f32_gflops(pool) : kernels::measure_peak_int8_gops(pool);
 
@@ -119,7 +118,7 @@ void run_batch_bench(const BenchOptions& o) {
     std::printf("{\"crossover_batch\":%d,\"predicted_crossover_batch\":%d,\"read_bw_gbs\":%.3f,\"peak_gops\":%.1f,"
                 "\"bytes_per_token\":%llu,\"threads\":%d,\"reps\":%d}\n",
                 measured, static_cast<int>(predicted), bw, peak_gops, static_cast<unsigned long long>(fp.bytes),
-                config.threads, o.reps);
+                threads, o.reps);
   else
     std::printf("\ncrossover batch: measured %d (largest batch with step time within 25%% of batch %d), "
                 "predicted %.1f (roofline: read %.2f GB/s, peak %.1f G%s/s)\n",

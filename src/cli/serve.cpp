@@ -18,7 +18,7 @@ namespace {
 struct ServeOptions {
   std::string model;
   std::string model_name;
-  engine::EngineConfig engine;
+  server::ModelConfig engine;  // the model and how the engine runs it
   server::GatewayConfig gateway;
   server::HttpConfig http;
   std::vector<std::string> api_keys;
@@ -59,14 +59,14 @@ void run_serve(ServeOptions o) {
   o.http.header_timeout = seconds(o.header_timeout_s);
   o.http.body_timeout = seconds(o.body_timeout_s);
 
-  o.engine.model_path = resolve_model(o.model);
-  if (o.kv_mem_mib > 0) o.engine.kv_bytes = static_cast<size_t>(o.kv_mem_mib * (1 << 20));
+  o.engine.path = resolve_model(o.model);
+  if (o.kv_mem_mib > 0) o.engine.instance.kv_bytes = static_cast<size_t>(o.kv_mem_mib * (1 << 20));
   const auto kv_type = gguf::type_info_by_name(o.kv_type);
   if (!kv_type || (kv_type->type != gguf::TensorType::F16 && kv_type->type != gguf::TensorType::Q8_0 &&
                    kv_type->type != gguf::TensorType::F32))
     throw Error("--kv-type must be f16, q8_0 or f32, not '" + o.kv_type + "'");
-  o.engine.kv_type = kv_type->type;
-  o.gateway.model_name = o.model_name.empty() ? std::filesystem::path(o.engine.model_path).stem().string() : o.model_name;
+  o.engine.instance.kv_type = kv_type->type;
+  o.gateway.model_name = o.model_name.empty() ? std::filesystem::path(o.engine.path).stem().string() : o.model_name;
   raise_fd_limit(o.http.max_connections);
 
   // Every thread started from here on inherits the blocked signals, so only
@@ -83,7 +83,7 @@ void run_serve(ServeOptions o) {
   srv.start();
   const auto& cfg = srv.engine().config();
   spdlog::info("serving {} ({}) on http://{}:{} | context {} | max seqs {} | queue {} | {}", o.gateway.model_name,
-               o.engine.model_path, host, srv.port(), srv.engine().max_context(), cfg.max_seqs, o.gateway.max_queue,
+               o.engine.path, host, srv.port(), srv.engine().info().max_context, cfg.max_seqs, o.gateway.max_queue,
                o.gateway.keys.open() ? "no API key" : std::to_string(o.gateway.keys.size()) + " API key(s)");
   if (srv.gateway().chat_template().is_fallback()) spdlog::info("the model has no chat template: chat uses ChatML");
   spdlog::set_level(level);  // after the startup lines, which scripts read for the port
@@ -124,10 +124,10 @@ void add_serve(CLI::App& app) {
   cmd->add_option("-t,--threads", o->engine.threads, "Compute threads (0: default)")->capture_default_str();
   cmd->add_option("--kv-mem", o->kv_mem_mib, "KV cache budget, MiB (default 2048)");
   cmd->add_option("--kv-type", o->kv_type, "KV cache element type: f16, q8_0 or f32")->capture_default_str();
-  cmd->add_option("--kv-blocks", o->engine.kv_blocks, "Exact KV pool size in blocks (overrides --kv-mem)");
-  cmd->add_option("--max-seqs", o->engine.max_seqs, "Sequences running at once")->capture_default_str();
-  cmd->add_option("--max-batch-tokens", o->engine.max_batch_tokens, "Tokens per engine step")->capture_default_str();
-  cmd->add_option("--ctx", o->engine.max_context, "Context length (0: the model's)")->capture_default_str();
+  cmd->add_option("--kv-blocks", o->engine.instance.kv_blocks, "Exact KV pool size in blocks (overrides --kv-mem)");
+  cmd->add_option("--max-seqs", o->engine.engine.max_seqs, "Sequences running at once")->capture_default_str();
+  cmd->add_option("--max-batch-tokens", o->engine.instance.max_batch_tokens, "Tokens per engine step")->capture_default_str();
+  cmd->add_option("--ctx", o->engine.instance.max_context, "Context length (0: the model's)")->capture_default_str();
   cmd->add_option("--log-level", o->log_level, "trace, debug, info, warn, error, off")->capture_default_str();
   cmd->callback([o] { run_serve(*o); });
 }

@@ -179,6 +179,10 @@ void ThreadPool::reset_steps(int max_steps) {
 }
 
 ThreadPool::Share* Team::begin_step(int64_t n) {
+  if (counting()) {
+    ++step_;
+    return nullptr;
+  }
   if (++step_ >= max_steps_) {
     std::fprintf(stderr, "llmserve: a run_team body took more than its %d steps\n", max_steps_);
     std::abort();

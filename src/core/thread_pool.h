@@ -63,9 +63,9 @@ class ThreadPool {
   // other shares. For memory-bound loops over adjacent data (decode's weight
   // panels): each thread streams one long run, which the hardware
   // prefetchers follow, and claims from a counter of its own instead of one
-  // that every claim moves between the cores (stories110m decode: +14%
-  // against parallel_for). Items of uneven cost, sorted longest first, want
-  // parallel_for, whose one queue finishes them in that order.
+  // that every claim moves between the cores. Items of uneven cost, sorted
+  // longest first, want parallel_for, whose one queue finishes them in that
+  // order.
   template <class F>
   void parallel_for_shares(int64_t n_items, F&& fn) {
     const int n = size();
@@ -86,16 +86,12 @@ class ThreadPool {
   // Runs body(Team&) on every thread, all of them going through the same
   // steps (see Team): one fork/join for a whole forward pass instead of one
   // per op, and the ops between matmuls (norms, RoPE) spread over the
-  // threads too. Against a fork/join per op, in `bench` runs alternated
-  // with the old binary (tinyllama Q4_0 6 pairs, stories110m Q8_0 5,
-  // tinyllama Q8_0 3): decode roofline_frac +1.7%, +2.2%, +1.4% (medians,
-  // 13 of 14 pairs level or better), pp512 +4.2% and +2.5% (Q8_0
-  // unsettled). As with parallel_for, a worker that joins late finds the
+  // threads too. As with parallel_for, a worker that joins late finds the
   // finished steps done and helps with the rest, and one that has not
-  // joined when the last step is done is not waited for. `max_steps`
-  // bounds the steps the body takes.
+  // joined when the last step is done is not waited for. The body runs once
+  // first on a counting Team, which runs no item, to size the steps' counters.
   template <class Body>
-  void run_team(int max_steps, Body&& body);
+  void run_team(Body&& body);
 
   // Rows [begin, end) of `n` that thread `i` of `n_threads` owns.
   static std::pair<long, long> split(long n, int i, int n_threads) {
@@ -149,19 +145,13 @@ class Team {
   // unbroken: each back to the multiple of `grain` before it, at most half
   // of what is left, so the owner's and the helper's last claims are
   // single items, and threads finish within about an item of each other,
-  // where claims of whole tiles left one waiting for up to a tile.
-  // Helpers took single items once, and a stolen decode panel took three
-  // times the owner's time per panel (tinyllama Q8_0 on the Zen 5 host,
-  // items timed in `bench`: gate/up 3.3 us against 1.0-1.3, down 11 us
-  // against 3.5; a burst of prefetches for the panel before running it did
-  // not help). Stolen in ranges, 1.2-1.3x (gate/up) and 1.7-2.1x (down).
-  // Tokens alternated in one `bench` process between the two (windows of
-  // 64 tokens, 16 a run, medians): tinyllama Q8_0 1.022x and 1.026x (14
-  // and 15 windows of 16 faster; the switch against itself 0.999x),
-  // Q4_0 1.034x, Q4_K_M 1.030x, stories110m Q8_0 1.029x.
+  // where claims of whole tiles left one waiting for up to a tile. Helpers
+  // take ranges, not single items: a stolen single panel is a short stream
+  // of its own, several times slower per panel than the owner's.
   template <class F>
   void share_ranges(int64_t n, int64_t grain, F&& fn) {
     ThreadPool::Share* claims = begin_step(n);
+    if (!claims) return;
     int64_t done = 0;
     for (int k = 0; k < size_; ++k) {
       const int j = (thread_ + k) % size_;
@@ -183,10 +173,15 @@ class Team {
   friend class ThreadPool;
   Team(ThreadPool& pool, int thread, int size, int max_steps)
       : pool_(pool), thread_(thread), size_(size), max_steps_(max_steps) {}
+  // A counting team: steps are counted, no item runs.
+  explicit Team(ThreadPool& pool) : pool_(pool), thread_(0), size_(pool.size()), max_steps_(-1) {}
+  bool counting() const { return max_steps_ < 0; }
+  int steps() const { return step_ + 1; }
 
   template <class F>
   void run_step(int64_t n, F& fn, bool shares) {
     ThreadPool::Share* claims = begin_step(n);
+    if (!claims) return;
     int64_t done = 0;
     for (int k = 0; k < (shares ? size_ : 1); ++k) {
       const int j = shares ? (thread_ + k) % size_ : 0;  // a queue is share 0, the whole range
@@ -200,7 +195,8 @@ class Team {
   // (low half); empty once the share is all taken.
   static std::pair<int64_t, int64_t> claim_range(std::atomic<int64_t>& claims, int64_t begin, int64_t end, bool own,
                                                  int64_t grain);
-  // Waits until the previous step is done; returns this step's claim counters.
+  // Waits until the previous step is done; returns this step's claim
+  // counters (nullptr on a counting team).
   ThreadPool::Share* begin_step(int64_t n);
   void end_step(int64_t items_done);
   void finish();  // the caller, after the body: waits until the last step is done
@@ -212,7 +208,10 @@ class Team {
 };
 
 template <class Body>
-void ThreadPool::run_team(int max_steps, Body&& body) {
+void ThreadPool::run_team(Body&& body) {
+  Team counter(*this);
+  body(counter);
+  const int max_steps = counter.steps();
   reset_steps(max_steps);
   auto job = [&](int i, int n) {
     Team team(*this, i, n, max_steps);

@@ -98,36 +98,41 @@ void BlockManager::allocate(Sequence& seq) {
   hit_tokens_ += static_cast<uint64_t>(seq.num_cached_tokens);
 }
 
+// Blocks seq still needs for its uncomputed tokens, and whether the first of
+// them lands in a block it shares (a fork's partial block).
+BlockManager::Room BlockManager::room_needed(const Sequence& seq) const {
+  const auto& table = seq.block_table;
+  const int first = seq.num_computed_tokens;
+  const size_t block = static_cast<size_t>(first / block_size_);
+  const bool shared = first % block_size_ != 0 && block < table.size() &&
+                      blocks_[static_cast<size_t>(table[block])].ref_count > 1;
+  return {std::max(0, blocks_for(seq.num_tokens()) - static_cast<int>(table.size())), shared};
+}
+
 bool BlockManager::can_append(const Sequence& seq) const {
-  const bool needs_block = static_cast<int>(seq.block_table.size()) < blocks_for(seq.num_tokens()) ||
-                           blocks_[static_cast<size_t>(seq.block_table.back())].ref_count > 1;
-  return !needs_block || num_free_ > 0;
+  const Room r = room_needed(seq);
+  return r.fresh + r.copy <= num_free_;
 }
 
 std::optional<BlockCopy> BlockManager::append_slot(Sequence& seq) {
-  if (!can_append(seq)) fail("no free block for sequence " + std::to_string(seq.id()) + "'s next token");
-  if (static_cast<int>(seq.block_table.size()) < blocks_for(seq.num_tokens())) {
-    seq.block_table.push_back(take_fresh());
-    return std::nullopt;
+  if (!can_append(seq)) fail("no free block for sequence " + std::to_string(seq.id()) + "'s next tokens");
+  const Room r = room_needed(seq);
+  std::optional<BlockCopy> copy;
+  if (r.copy) {
+    // Shared and about to be written: the slot is in a partial block (a full
+    // one is never written again), which only fork() shares.
+    int& block = seq.block_table[static_cast<size_t>(seq.num_computed_tokens / block_size_)];
+    copy = BlockCopy{block, take_fresh()};
+    --blocks_[static_cast<size_t>(block)].ref_count;
+    block = copy->dst;
   }
-  int& last = seq.block_table.back();
-  if (blocks_[static_cast<size_t>(last)].ref_count == 1) return std::nullopt;
-  // Shared and about to be written: the slot is in a partial block (a full
-  // one is never written again), which only fork() shares.
-  const BlockCopy copy{last, take_fresh()};
-  --blocks_[static_cast<size_t>(last)].ref_count;
-  last = copy.dst;
+  for (int i = 0; i < r.fresh; ++i) seq.block_table.push_back(take_fresh());
   return copy;
 }
 
-void BlockManager::register_full_blocks(const Sequence& seq) {
+void BlockManager::register_full_blocks(const Sequence& seq, int num_tokens) {
   const auto& table = seq.block_table;
-  // Prompt tokens only: generated tokens' KV comes from the matmuls' int8
-  // path, while a later prompt holding the same tokens computes them on the
-  // prompt path (model::SeqBatch::prompt_tokens), so a hit there would change
-  // that request's bits.
-  const size_t full =
-      static_cast<size_t>(std::min(seq.num_computed_tokens, seq.num_prompt_tokens()) / block_size_);
+  const size_t full = static_cast<size_t>(std::min(seq.num_computed_tokens, num_tokens) / block_size_);
   if (full > table.size()) fail("sequence " + std::to_string(seq.id()) + " computed more tokens than its blocks hold");
   // Registered blocks form a prefix of the table: step back to its end.
   size_t i = full;
@@ -146,6 +151,22 @@ void BlockManager::register_full_blocks(const Sequence& seq) {
     // The newest registration wins: its parent chain is the one in the index now.
     cached_[b.hash] = id;
   }
+}
+
+void BlockManager::truncate(Sequence& seq, int num_tokens) {
+  auto& table = seq.block_table;
+  const size_t keep = static_cast<size_t>(blocks_for(std::max(0, num_tokens)));
+  while (table.size() > keep) {
+    release(table.back());
+    table.pop_back();
+  }
+  if (num_tokens % block_size_ == 0 || table.empty()) return;
+  const int last = table.back();
+  Block& b = blocks_[static_cast<size_t>(last)];
+  if (b.ref_count > 1 || !b.hashed) return;
+  if (findable(last)) cached_.erase(b.hash);
+  b.hashed = false;
+  ++b.generation;  // blocks registered after it no longer chain to it
 }
 
 void BlockManager::fork(const Sequence& parent, Sequence& child) {

@@ -50,14 +50,22 @@ class BlockManager {
   bool can_allocate(const Sequence& seq) const;
   void allocate(Sequence& seq);
 
-  // Before a decode step: room for the KV of seq's last token. When that slot
+  // Before a decode step: room for the KV of seq's uncomputed tokens (its
+  // last sampled token and any draft tokens). When the first of those slots
   // is in a block shared with another sequence, seq gets a private copy.
   bool can_append(const Sequence& seq) const;
   std::optional<BlockCopy> append_slot(Sequence& seq);
 
-  // After a step: makes seq's newly full blocks of prompt tokens (per
-  // num_computed_tokens) findable.
-  void register_full_blocks(const Sequence& seq);
+  // After a step: makes seq's newly full blocks among its first num_tokens
+  // tokens findable. The caller decides which tokens' KV a later prompt
+  // would compute with the same bits (engine/scheduler.h).
+  void register_full_blocks(const Sequence& seq, int num_tokens);
+
+  // Keeps the blocks of seq's first num_tokens positions and releases the
+  // rest. A kept partial block this sequence alone holds is taken out of
+  // the prefix cache, since its tail will be written again; a shared one is
+  // copied on the next append_slot().
+  void truncate(Sequence& seq, int num_tokens);
 
   // child (holding no blocks) shares all of parent's blocks.
   void fork(const Sequence& parent, Sequence& child);
@@ -70,6 +78,12 @@ class BlockManager {
   void check_consistency() const;
 
  private:
+  struct Room {
+    int fresh;  // blocks to add at the end of the table
+    bool copy;  // the first slot's block is shared: copy it first
+  };
+  Room room_needed(const Sequence& seq) const;
+
   struct Block {
     int ref_count = 0;
     bool hashed = false;  // full and computed: hash, parent and tokens are valid

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <optional>
+#include <utility>
 
 #include "core/error.h"
 
@@ -14,15 +16,6 @@ using Clock = std::chrono::steady_clock;
 
 double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
-}
-
-int pool_blocks(const EngineConfig& c, const model::HParams& hp) {
-  const int n = c.kv_blocks > 0 ? c.kv_blocks : model::KvCache::blocks_for_bytes(hp, c.kv_bytes, c.block_size, c.kv_type);
-  if (n < 1)
-    throw Error("the KV memory budget holds no block of " + std::to_string(c.block_size) +
-                " tokens; one block needs " +
-                std::to_string(model::KvCache::bytes_per_block(hp, c.block_size, c.kv_type)) + " bytes");
-  return n;
 }
 
 // log-softmax of the raw logits: the sampled token's logprob and the best `top`.
@@ -43,19 +36,48 @@ void fill_logprobs(std::span<const float> logits, int32_t token, int top, Genera
 
 }  // namespace
 
-struct Engine::Live {
-  Live(OutputCallback cb, const RequestParams& p)
-      : callback(std::move(cb)), sampler(p.sampling), top_logprobs(p.top_logprobs),
-        prompt_tokens(static_cast<int>(p.prompt.size())), stop_ids(p.stop_token_ids), ignore_eos(p.ignore_eos),
-        submitted(Clock::now()) {}
+struct Engine::ModelSlot {
+  ModelSlot(model::Instance& m, const EngineConfig& c)
+      : instance(m),
+        info(m.info()),
+        scheduler(SchedulerConfig{.num_blocks = info.kv_blocks,
+                                  .block_size = info.block_size,
+                                  .max_batch_tokens = info.max_batch_tokens,
+                                  .max_seqs = c.max_seqs,
+                                  .max_context = info.max_context,
+                                  .chunked_prefill = true,
+                                  .cache_generated_blocks = info.generated_kv_matches_prompt,
+                                  .eos_token_ids = info.end_of_generation}) {}
+  model::Instance& instance;
+  model::InstanceInfo info;
+  Scheduler scheduler;
+  EngineMetrics metrics;  // guarded by mu_; the loop publishes after each step
+};
 
+struct Engine::Live {
+  Live(OutputCallback cb, const RequestParams& p, int index, uint64_t leader, Clock::time_point submitted)
+      : callback(std::move(cb)), sampler(with_seed(p.sampling, p.sampling.seed + static_cast<uint64_t>(index))),
+        model(p.model), index(index), leader(leader), top_logprobs(p.top_logprobs),
+        prompt_tokens(static_cast<int>(p.prompt.size())), stop_ids(p.stop_token_ids), ignore_eos(p.ignore_eos),
+        submitted(submitted) {}
+
+  static SamplingParams with_seed(SamplingParams s, uint64_t seed) {
+    s.seed = seed;
+    return s;
+  }
   // Tokens that end the request and are not part of its text.
-  bool is_stop(int32_t t, const tok::Tokenizer& tok) const {
-    return (!ignore_eos && tok.is_end_of_generation(t)) || std::find(stop_ids.begin(), stop_ids.end(), t) != stop_ids.end();
+  bool is_stop(int32_t t, std::span<const int32_t> end_of_generation) const {
+    return (!ignore_eos && std::ranges::find(end_of_generation, t) != end_of_generation.end()) ||
+           std::ranges::find(stop_ids, t) != stop_ids.end();
   }
 
-  OutputCallback callback;
+  OutputCallback callback;  // shared by a request's choices
   Sampler sampler;
+  int model;
+  int index;                // the choice
+  uint64_t leader;          // choice 0's id
+  std::vector<uint64_t> unforked;  // choice 0: the other choices, until its first token
+  std::optional<Sequence> unforked_seq;  // choice > 0 until then: its sequence, should it not fork
   int top_logprobs;
   int prompt_tokens;
   std::vector<int32_t> stop_ids;
@@ -66,17 +88,9 @@ struct Engine::Live {
   bool was_scheduled = false;
 };
 
-Engine::Engine(EngineConfig config)
-    : config_(std::move(config)),
-      pool_(config_.threads > 0 ? config_.threads : default_thread_count()),
-      model_(model::Model::load(config_.model_path, &pool_)),
-      tokenizer_(tok::Tokenizer::from_gguf(model_->file())),
-      max_context_(config_.max_context > 0 ? std::min(config_.max_context, model_->hparams().n_ctx_train)
-                                           : model_->hparams().n_ctx_train),
-      kv_(model_->hparams(), pool_blocks(config_, model_->hparams()), config_.block_size, config_.kv_type, &pool_),
-      runner_(*model_, kv_, pool_, config_.max_batch_tokens),
-      scheduler_(SchedulerConfig{kv_.n_blocks(), config_.block_size, config_.max_batch_tokens, config_.max_seqs,
-                                 max_context_, true, tokenizer_->end_of_generation_tokens()}) {
+Engine::Engine(std::vector<model::Instance*> models, EngineConfig config) : config_(config) {
+  if (models.empty()) throw Error("the engine needs at least one model");
+  for (model::Instance* m : models) models_.push_back(std::make_unique<ModelSlot>(*m, config_));
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -91,16 +105,30 @@ Engine::~Engine() {
 
 uint64_t Engine::submit(RequestParams params, OutputCallback callback) {
   validate(params.sampling);
+  if (params.model < 0 || params.model >= num_models())
+    throw Error("model " + std::to_string(params.model) + " is not one of the engine's " +
+                std::to_string(num_models()));
   if (params.top_logprobs > 20) throw Error("top_logprobs must be at most 20");
   if (params.max_new_tokens < 0) throw Error("max_new_tokens must be >= 0");
-  auto live = std::make_unique<Live>(std::move(callback), params);
+  if (params.n < 1) throw Error("n must be >= 1");
+  const auto now = Clock::now();
   std::lock_guard lock(mu_);
   if (stopping_) throw Error("the engine is shutting down");
-  const uint64_t id = next_id_++;
+  const uint64_t id = next_id_;
+  next_id_ += static_cast<uint64_t>(params.n);
+  std::vector<std::unique_ptr<Live>> lives;
+  for (int i = 0; i < params.n; ++i) {
+    lives.push_back(std::make_unique<Live>(callback, params, i, id, now));
+    if (i == 0) continue;
+    const uint64_t child = id + static_cast<uint64_t>(i);
+    lives[0]->unforked.push_back(child);
+    lives.back()->unforked_seq.emplace(child, params.prompt, params.max_new_tokens, params.stop_token_ids);
+    lives.back()->unforked_seq->ignore_eos = params.ignore_eos;
+  }
   Sequence seq(id, std::move(params.prompt), params.max_new_tokens, std::move(params.stop_token_ids));
   seq.ignore_eos = params.ignore_eos;
-  incoming_.emplace_back(std::move(seq), std::move(live));
-  ++metrics_.requests_submitted;
+  incoming_.push_back({params.model, std::move(seq), std::move(lives)});
+  ++models_[static_cast<size_t>(params.model)]->metrics.requests_submitted;
   wake_.notify_one();
   return id;
 }
@@ -111,10 +139,12 @@ void Engine::cancel(uint64_t id) {
   wake_.notify_one();
 }
 
-EngineMetrics Engine::metrics() const {
+EngineMetrics Engine::metrics(int model) const {
   std::lock_guard lock(mu_);
-  return metrics_;
+  return models_.at(static_cast<size_t>(model))->metrics;
 }
+
+const model::InstanceInfo& Engine::info(int model) const { return models_.at(static_cast<size_t>(model))->info; }
 
 void Engine::loop() {
   for (;;) {
@@ -125,43 +155,63 @@ void Engine::loop() {
       stop = stopping_;
     }
     if (stop) {
-      for (const auto& [id, live] : live_) scheduler_.cancel(id);
-      scheduler_.schedule();  // reaps the cancelled; nothing is left to plan
-      deliver_finished();
+      for (const auto& [id, live] : live_) models_[static_cast<size_t>(live->model)]->scheduler.cancel(id);
+      for (auto& slot : models_) {
+        slot->scheduler.schedule();  // reaps the cancelled; nothing is left to plan
+        deliver_finished(*slot);
+      }
       return;
     }
-    step();
+    for (auto& slot : models_)
+      if (slot->scheduler.has_work()) step(*slot);
   }
 }
 
-// Moves new requests and cancellations into the scheduler; sleeps while
+// Moves new requests and cancellations into the schedulers; sleeps while
 // there is nothing to do.
 void Engine::take_inbox() {
-  std::vector<std::pair<Sequence, std::unique_ptr<Live>>> incoming;
+  std::vector<Submission> incoming;
   std::vector<uint64_t> cancels;
   {
     std::unique_lock lock(mu_);
-    wake_.wait(lock, [&] { return stopping_ || !incoming_.empty() || !cancels_.empty() || scheduler_.has_work(); });
+    wake_.wait(lock, [&] {
+      return stopping_ || !incoming_.empty() || !cancels_.empty() ||
+             std::ranges::any_of(models_, [](const auto& m) { return m->scheduler.has_work(); });
+    });
     incoming.swap(incoming_);
     cancels.swap(cancels_);
   }
-  for (auto& [seq, live] : incoming) {
-    const uint64_t id = seq.id();
-    live_.emplace(id, std::move(live));
-    scheduler_.add(std::move(seq));  // a request that can never fit comes back through take_finished()
+  for (Submission& s : incoming) {
+    for (auto& live : s.lives) {
+      const uint64_t id = live->leader + static_cast<uint64_t>(live->index);
+      live_.emplace(id, std::move(live));
+    }
+    // A request that can never fit comes back through take_finished().
+    models_[static_cast<size_t>(s.model)]->scheduler.add(std::move(s.seq));
   }
-  for (uint64_t id : cancels) scheduler_.cancel(id);
-  deliver_finished();
+  for (uint64_t id : cancels) {
+    const auto it = live_.find(id);
+    if (it == live_.end()) continue;
+    Live& live = *it->second;
+    const auto leader = live_.find(live.leader);
+    if (live.index > 0 && leader != live_.end() && std::erase(leader->second->unforked, id) > 0) {
+      deliver(id, FinishReason::Cancelled, {});  // not forked yet: no sequence to cancel
+      continue;
+    }
+    models_[static_cast<size_t>(live.model)]->scheduler.cancel(id);
+  }
+  for (auto& slot : models_) deliver_finished(*slot);
 }
 
-void Engine::step() {
+void Engine::step(ModelSlot& slot) {
+  Scheduler& scheduler = slot.scheduler;
   const auto t0 = Clock::now();
-  const StepPlan& plan = scheduler_.schedule();
+  const StepPlan& plan = scheduler.schedule();
   if (plan.empty()) {
-    deliver_finished();
+    deliver_finished(slot);
     return;
   }
-  for (const BlockCopy& c : plan.copies) kv_.copy_block(c.src, c.dst);
+  for (const BlockCopy& c : plan.copies) slot.instance.copy_block(c.src, c.dst);
 
   std::vector<model::SeqBatch>& batch = batch_;
   batch.clear();
@@ -181,32 +231,46 @@ void Engine::step() {
 
   std::span<float> logits;
   try {
-    logits = runner_.forward(batch);
+    logits = slot.instance.forward(batch);
   } catch (const std::exception& e) {  // e.g. bad_alloc too: fail this step's requests, keep serving
-    scheduler_.fail_step(e.what());
-    deliver_finished();
+    scheduler.fail_step(e.what());
+    deliver_finished(slot);
     return;
   }
 
-  // Sample one token per sequence that wanted logits, in plan order.
-  const size_t vocab = static_cast<size_t>(model_->hparams().n_vocab);
-  std::vector<int32_t>& sampled = sampled_;
+  // Sample one token per sequence that wanted logits, in plan order; the
+  // first logits of a request with n > 1 choices also give the others'
+  // first tokens.
+  const size_t vocab = static_cast<size_t>(slot.info.n_vocab);
+  std::vector<EntryResult>& sampled = sampled_;
   std::vector<std::pair<uint64_t, GeneratedToken>>& outputs = outputs_;
   std::vector<float>& raw = raw_logits_;
   sampled.clear();
   outputs.clear();
+  branches_.clear();
   size_t row = 0;
   for (const ScheduledSeq& s : plan.seqs) {
     if (!s.needs_logits) continue;
     Live& live = *live_.at(s.seq->id());
     std::span<float> l = logits.subspan(row++ * vocab, vocab);
-    if (live.top_logprobs >= 0) raw.assign(l.begin(), l.end());  // the sampler modifies l
+    const bool branches = !live.unforked.empty();
+    if (live.top_logprobs >= 0 || branches) raw.assign(l.begin(), l.end());  // the sampler modifies l
     GeneratedToken g{live.sampler.sample(l, s.seq->generated()), 0.0f, {}};
     if (live.top_logprobs >= 0) fill_logprobs(raw, g.token, live.top_logprobs, g);
-    sampled.push_back(g.token);
+    sampled.push_back({g.token});
     outputs.emplace_back(s.seq->id(), std::move(g));
+    for (uint64_t child : live.unforked) {
+      Live& c = *live_.at(child);
+      branch_logits_.assign(raw.begin(), raw.end());
+      GeneratedToken b{c.sampler.sample(branch_logits_, {}), 0.0f, {}};
+      if (c.top_logprobs >= 0) fill_logprobs(raw, b.token, c.top_logprobs, b);
+      branches_.push_back({s.seq->id(), child, b.token});
+      outputs.emplace_back(child, std::move(b));
+    }
+    live.unforked.clear();
   }
-  scheduler_.postprocess(sampled);
+  scheduler.postprocess(sampled);
+  for (const Branch& b : branches_) branch(slot, b);
 
   const auto now = Clock::now();
   uint64_t new_tokens = 0;
@@ -215,54 +279,89 @@ void Engine::step() {
     if (live.generated++ == 0) live.first_token = now;
     live.last_token = now;
     ++new_tokens;
-    if (live.is_stop(g.token, *tokenizer_)) continue;
+    if (live.is_stop(g.token, slot.info.end_of_generation)) continue;
     RequestOutput out;
     out.id = id;
+    out.index = live.index;
     out.tokens.push_back(std::move(g));
     out.prompt_tokens = live.prompt_tokens;
     out.cached_prompt_tokens = live.cached_prompt_tokens;
     out.generated_tokens = live.generated;
     live.callback(out);
   }
-  deliver_finished();
+  deliver_finished(slot);
 
   std::lock_guard lock(mu_);
-  metrics_.scheduler = scheduler_.metrics();
-  metrics_.generated_tokens += new_tokens;
-  metrics_.steps += 1;
-  metrics_.last_step_ms = ms_between(t0, Clock::now());
+  EngineMetrics& m = slot.metrics;
+  m.scheduler = scheduler.metrics();
+  m.generated_tokens += new_tokens;
+  m.steps += 1;
+  m.last_step_ms = ms_between(t0, Clock::now());
 }
 
-void Engine::deliver_finished() {
+// Choice b.child continues choice 0's history with its own first token,
+// sharing its KV blocks; when choice 0 has finished or the running set is
+// full, it queues instead, and its admission finds the prompt's full blocks
+// in the prefix cache.
+void Engine::branch(ModelSlot& slot, const Branch& b) {
+  Live& child = *live_.at(b.child);
+  const Live& parent = *live_.at(b.parent);
+  child.was_scheduled = true;
+  child.scheduled = parent.scheduled;
+  child.cached_prompt_tokens = parent.cached_prompt_tokens;
+  Scheduler& scheduler = slot.scheduler;
+  const Sequence* p = scheduler.find(b.parent);
+  if (p && p->status == SequenceStatus::Running && !p->cancel_requested &&
+      scheduler.metrics().running < config_.max_seqs) {
+    scheduler.fork(b.parent, b.child, b.token);
+  } else {
+    Sequence seq = std::move(*child.unforked_seq);
+    seq.append(b.token);
+    scheduler.add(std::move(seq));
+  }
+  child.unforked_seq.reset();
+}
+
+void Engine::deliver(uint64_t id, FinishReason reason, const std::string& error) {
+  const auto it = live_.find(id);
+  if (it == live_.end()) return;
+  Live& live = *it->second;
   const auto now = Clock::now();
-  auto finished = scheduler_.take_finished();
+  RequestOutput out;
+  out.id = id;
+  out.index = live.index;
+  out.finished = true;
+  out.finish_reason = reason;
+  out.error = error;
+  out.prompt_tokens = live.prompt_tokens;
+  out.cached_prompt_tokens = live.cached_prompt_tokens;
+  out.generated_tokens = live.generated;
+  RequestTimings& t = out.timings;
+  t.e2e_ms = ms_between(live.submitted, now);
+  if (live.was_scheduled) t.queue_ms = ms_between(live.submitted, live.scheduled);
+  if (live.generated > 0) t.ttft_ms = ms_between(live.submitted, live.first_token);
+  if (live.generated > 1) t.tpot_ms = ms_between(live.first_token, live.last_token) / (live.generated - 1);
+  live.callback(out);
+  live_.erase(it);
+}
+
+void Engine::deliver_finished(ModelSlot& slot) {
+  auto finished = slot.scheduler.take_finished();
   // Publish first: whoever sees a request finish also sees its blocks freed.
   {
     std::lock_guard lock(mu_);
-    metrics_.scheduler = scheduler_.metrics();
+    slot.metrics.scheduler = slot.scheduler.metrics();
     for (const auto& seq : finished)
-      if (const auto it = live_.find(seq->id()); it != live_.end() && it->second->was_scheduled)
-        metrics_.prompt_tokens += static_cast<uint64_t>(it->second->prompt_tokens);
+      if (const auto it = live_.find(seq->id()); it != live_.end() && it->second->was_scheduled && it->second->index == 0)
+        slot.metrics.prompt_tokens += static_cast<uint64_t>(it->second->prompt_tokens);
   }
   for (const auto& seq : finished) {
     const auto it = live_.find(seq->id());
     if (it == live_.end()) continue;
-    Live& live = *it->second;
-    RequestOutput out;
-    out.id = seq->id();
-    out.finished = true;
-    out.finish_reason = seq->finish_reason;
-    out.error = seq->error;
-    out.prompt_tokens = live.prompt_tokens;
-    out.cached_prompt_tokens = live.cached_prompt_tokens;
-    out.generated_tokens = live.generated;
-    RequestTimings& t = out.timings;
-    t.e2e_ms = ms_between(live.submitted, now);
-    if (live.was_scheduled) t.queue_ms = ms_between(live.submitted, live.scheduled);
-    if (live.generated > 0) t.ttft_ms = ms_between(live.submitted, live.first_token);
-    if (live.generated > 1) t.tpot_ms = ms_between(live.first_token, live.last_token) / (live.generated - 1);
-    live.callback(out);
-    live_.erase(it);
+    // Choice 0 ended before its first token (rejected, cancelled, failed):
+    // the choices that would have forked from it end the same way.
+    for (uint64_t child : std::exchange(it->second->unforked, {})) deliver(child, seq->finish_reason, seq->error);
+    deliver(seq->id(), seq->finish_reason, seq->error);
   }
 }
 

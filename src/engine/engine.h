@@ -1,12 +1,12 @@
 #pragma once
-// The serving engine: owns the model, the KV pool, the scheduler and the
-// loop thread that drives them. Any thread may submit() and cancel(); the
-// loop runs one step at a time (schedule -> forward -> sample ->
-// postprocess) and hands each request its new tokens through its callback.
+// The serving engine: drives one or more model instances (model/instance.h),
+// each with its own scheduler over its own KV pool, from one loop thread.
+// Any thread may submit() and cancel(); the loop runs one step at a time
+// per model with work (schedule -> forward -> sample -> postprocess) and
+// hands each request its new tokens through its callback.
 //
 // Callbacks run on the engine thread and must not block: push into a queue
 // and return (server/ does exactly that). The engine never waits on a client.
-#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -17,41 +17,27 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/thread_pool.h"
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
-#include "gguf/types.h"
-#include "model/kv_cache.h"
-#include "model/model.h"
-#include "model/runner.h"
-#include "tokenizer/tokenizer.h"
+#include "model/instance.h"
 
 namespace llmserve::engine {
 
 struct EngineConfig {
-  std::string model_path;
-  int threads = 0;                     // 0: default_thread_count()
-  size_t kv_bytes = size_t{2} << 30;   // KV pool budget (--kv-mem) when kv_blocks == 0
-  int kv_blocks = 0;                   // exact pool size (--kv-blocks), overrides kv_bytes
-  int block_size = 16;
-  gguf::TensorType kv_type = gguf::TensorType::F16;
-  // Per-step token budget (--max-batch-tokens). Prefill throughput on
-  // tinyllama-1.1b Q8_0 (2 threads, `bench -p C -n 1`) is flat from 128
-  // tokens per step up (128: 334, 256: 342, 512: 323 tokens/s; 64: 306),
-  // while a step's length, which every running decode waits for, grows
-  // with the budget: 128 is the smallest within 5% of the best.
-  int max_batch_tokens = 128;
-  int max_seqs = 64;                   // sequences running at once (--max-seqs)
-  int max_context = 0;                 // 0: the model's training context
+  int max_seqs = 64;  // sequences running at once, per model (--max-seqs)
 };
 
 struct RequestParams {
+  int model = 0;                       // which of the engine's models
   std::vector<int32_t> prompt;
   SamplingParams sampling;
   int max_new_tokens = 256;            // 0: until EOS or the context ends
   std::vector<int32_t> stop_token_ids;  // besides the model's end-of-generation tokens
   int top_logprobs = -1;               // -1: no logprobs; 0..20: the sampled token's and this many best
   bool ignore_eos = false;             // benchmarks: generate max_new_tokens whatever the model says
+  // Choices sampled from one prompt, computed once: choice i has id
+  // submit() + i and seed sampling.seed + i, and shares the prompt's KV.
+  int n = 1;
 };
 
 struct TokenLogprob {
@@ -74,7 +60,8 @@ struct RequestTimings {
 };
 
 struct RequestOutput {
-  uint64_t id = 0;
+  uint64_t id = 0;                     // the choice's
+  int index = 0;                       // the choice, 0 .. n - 1
   std::vector<GeneratedToken> tokens;  // new this step (usually one)
   bool finished = false;
   FinishReason finish_reason = FinishReason::None;
@@ -90,7 +77,7 @@ using OutputCallback = std::function<void(const RequestOutput&)>;
 struct EngineMetrics {
   SchedulerMetrics scheduler;
   uint64_t requests_submitted = 0;
-  uint64_t prompt_tokens = 0;          // computed or cached, of admitted requests
+  uint64_t prompt_tokens = 0;          // computed or cached, of admitted requests (once for n choices)
   uint64_t generated_tokens = 0;
   uint64_t steps = 0;
   double last_step_ms = 0;
@@ -98,57 +85,64 @@ struct EngineMetrics {
 
 class Engine {
  public:
-  // Loads the model and allocates the KV pool once. Throws Error.
-  explicit Engine(EngineConfig config);
+  // The models must outlive the engine; the loop thread is their only user
+  // from here on. Throws Error for a bad config or no model.
+  explicit Engine(std::vector<model::Instance*> models, EngineConfig config = {});
   ~Engine();  // stops the loop; unfinished requests end Cancelled
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  // Thread-safe. The callback receives every step's new tokens and, last,
-  // one output with finished = true (also for a request rejected at
-  // admission, e.g. a prompt beyond the context or the whole KV pool).
+  // Thread-safe. Returns the id of choice 0. The callback receives every
+  // step's new tokens of every choice and, last for each, one output with
+  // finished = true (also for a request rejected at admission, e.g. a prompt
+  // beyond the context or the whole KV pool). Throws Error for bad params.
   uint64_t submit(RequestParams params, OutputCallback callback);
-  // Thread-safe. The request finishes Cancelled and its KV blocks are freed
+  // Thread-safe. The choice finishes Cancelled and its KV blocks are freed
   // within one step. Unknown or finished ids are ignored.
   void cancel(uint64_t id);
 
-  EngineMetrics metrics() const;
-  const model::Model& model() const { return *model_; }
-  const tok::Tokenizer& tokenizer() const { return *tokenizer_; }
+  EngineMetrics metrics(int model = 0) const;
+  const model::InstanceInfo& info(int model = 0) const;
+  int num_models() const { return static_cast<int>(models_.size()); }
   const EngineConfig& config() const { return config_; }
-  int max_context() const { return max_context_; }
 
  private:
-  struct Live;  // per-request state the loop keeps
+  struct Live;       // per-choice state the loop keeps
+  struct ModelSlot;  // a model and its scheduler
+  struct Submission {
+    int model;
+    Sequence seq;                              // choice 0
+    std::vector<std::unique_ptr<Live>> lives;  // one per choice
+  };
+  struct Branch {  // n > 1: a choice forked from choice 0's first logits
+    uint64_t parent, child;
+    int32_t token;
+  };
   void loop();
-  void step();
+  void step(ModelSlot& slot);
   void take_inbox();
-  void deliver_finished();
+  void branch(ModelSlot& slot, const Branch& b);
+  void deliver_finished(ModelSlot& slot);
+  void deliver(uint64_t id, FinishReason reason, const std::string& error);  // a finished output; forgets id
 
   EngineConfig config_;
-  ThreadPool pool_;  // before model_: loading repacks the weights on it
-  std::unique_ptr<model::Model> model_;
-  std::unique_ptr<tok::Tokenizer> tokenizer_;
-  int max_context_ = 0;
-  model::KvCache kv_;
-  model::ModelRunner runner_;
-  Scheduler scheduler_;
+  std::vector<std::unique_ptr<ModelSlot>> models_;
 
   // Inbox: filled by submit()/cancel() on any thread, drained by the loop.
   mutable std::mutex mu_;
   std::condition_variable wake_;
-  std::vector<std::pair<Sequence, std::unique_ptr<Live>>> incoming_;
+  std::vector<Submission> incoming_;
   std::vector<uint64_t> cancels_;
   bool stopping_ = false;
   uint64_t next_id_ = 1;
-  EngineMetrics metrics_;  // guarded by mu_; the loop publishes after each step
 
   std::unordered_map<uint64_t, std::unique_ptr<Live>> live_;  // loop thread only
   // Per-step scratch of the loop, kept to avoid allocating every step.
   std::vector<model::SeqBatch> batch_;
-  std::vector<int32_t> sampled_;
+  std::vector<EntryResult> sampled_;
   std::vector<std::pair<uint64_t, GeneratedToken>> outputs_;
-  std::vector<float> raw_logits_;
+  std::vector<Branch> branches_;
+  std::vector<float> raw_logits_, branch_logits_;
   std::thread thread_;
 };
 

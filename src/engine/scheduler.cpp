@@ -81,6 +81,14 @@ bool Scheduler::add(Sequence seq) {
     finished_.push_back(std::move(owned));
     return false;
   }
+  // A choice queued with its first token (Engine, n > 1) may already be done.
+  if (owned->num_generated_tokens() > 0)
+    if (const FinishReason reason = stop_reason(*owned); reason != FinishReason::None) {
+      owned->status = SequenceStatus::Finished;
+      owned->finish_reason = reason;
+      finished_.push_back(std::move(owned));
+      return true;
+    }
   owned->status = SequenceStatus::Waiting;
   waiting_.push_back(owned.get());
   const SeqId id = owned->id();
@@ -143,18 +151,25 @@ void Scheduler::reap_cancelled() {
 }
 
 void Scheduler::schedule_decodes(int& budget) {
+  auto decoding = [](const Sequence* s) { return s->num_uncomputed_tokens() == 1 + s->num_draft_tokens; };
+  int decodes_left = static_cast<int>(std::ranges::count_if(running_, decoding));
   // Sequences only leave from the back (preemption), so indexes stay valid;
-  // budget cannot run out: running_.size() <= max_seqs <= max_batch_tokens.
+  // the budget cannot run out: running_.size() <= max_seqs <= max_batch_tokens,
+  // and drafts only take what the step's other decodes leave.
   for (size_t i = 0; i < running_.size(); ++i) {
     Sequence& seq = *running_[i];
-    if (seq.num_uncomputed_tokens() != 1) continue;  // still prefilling: gets a chunk later
-    if (!make_room_for_decode(seq)) break;           // seq was the last one and is gone
-    plan_.seqs.push_back({&seq, seq.num_computed_tokens, 1, true});
-    --budget;
+    if (!decoding(&seq)) continue;  // still prefilling: gets a chunk later
+    --decodes_left;
+    if (budget - 1 - seq.num_draft_tokens < decodes_left) drop_draft(seq);
+    if (!make_room_for_decode(seq)) break;  // seq was the last one and is gone
+    const int n = 1 + seq.num_draft_tokens;
+    plan_.seqs.push_back({&seq, seq.num_computed_tokens, n, true, seq.num_draft_tokens});
+    budget -= n;
   }
 }
 
 bool Scheduler::make_room_for_decode(Sequence& seq) {
+  if (seq.num_draft_tokens > 0 && !blocks_.can_append(seq)) drop_draft(seq);  // drafts never preempt anyone
   while (!blocks_.can_append(seq)) {
     // Admission guarantees a sequence fits the pool alone, so this means a
     // broken invariant; fail that sequence rather than loop forever.
@@ -170,10 +185,15 @@ bool Scheduler::make_room_for_decode(Sequence& seq) {
   return true;
 }
 
+void Scheduler::drop_draft(Sequence& seq) {
+  seq.truncate(seq.num_draft_tokens);
+  seq.num_draft_tokens = 0;
+}
+
 void Scheduler::schedule_prefills(int& budget) {
   for (Sequence* seq : running_) {
     if (budget == 0) return;
-    if (seq->num_uncomputed_tokens() > 1) schedule_chunk(*seq, budget);
+    if (seq->num_uncomputed_tokens() > 1 + seq->num_draft_tokens) schedule_chunk(*seq, budget);  // not a decode
   }
 }
 
@@ -204,6 +224,7 @@ void Scheduler::preempt_last() {
   // recomputed on readmission, mostly from the prefix cache.
   Sequence& seq = *running_.back();
   running_.pop_back();
+  drop_draft(seq);
   blocks_.free(seq);
   seq.num_computed_tokens = 0;
   seq.status = SequenceStatus::Waiting;
@@ -212,24 +233,82 @@ void Scheduler::preempt_last() {
   ++preemptions_;
 }
 
-void Scheduler::postprocess(std::span<const int32_t> sampled) {
+void Scheduler::postprocess(std::span<const EntryResult> results) {
   if (!step_pending_) throw Error("postprocess() called without a scheduled step");
   const auto wanted = std::ranges::count_if(plan_.seqs, &ScheduledSeq::needs_logits);
-  if (static_cast<long>(sampled.size()) != wanted)
-    throw Error("postprocess() got " + std::to_string(sampled.size()) + " sampled tokens for " +
-                std::to_string(wanted) + " sequences that need one");
+  if (static_cast<long>(results.size()) != wanted)
+    throw Error("postprocess() got " + std::to_string(results.size()) + " results for " + std::to_string(wanted) +
+                " sequences that need one");
   size_t next = 0;
   for (const ScheduledSeq& entry : plan_.seqs) {
+    if (!entry.needs_logits) continue;
+    const int accepted = results[next++].accepted_drafts;
+    if (accepted < 0 || accepted > entry.num_draft)
+      throw Error("postprocess(): " + std::to_string(accepted) + " accepted drafts for an entry with " +
+                  std::to_string(entry.num_draft));
+  }
+  next = 0;
+  for (const ScheduledSeq& entry : plan_.seqs) {
     Sequence& seq = live(entry.seq->id());
-    const int32_t token = entry.needs_logits ? sampled[next++] : 0;
+    const EntryResult* result = entry.needs_logits ? &results[next++] : nullptr;
     if (seq.cancel_requested) continue;  // the next schedule() reaps it
     seq.num_computed_tokens += entry.num_tokens;
-    blocks_.register_full_blocks(seq);
-    if (!entry.needs_logits) continue;
-    seq.append(token);
-    if (const FinishReason reason = stop_reason(seq); reason != FinishReason::None) finish(seq, reason);
+    if (!result) {
+      blocks_.register_full_blocks(seq, cacheable_tokens(seq));
+      continue;
+    }
+    // Every draft's KV was computed; the accepted ones' stays. The new
+    // tokens go in one at a time, as plain decoding would append them.
+    const auto drafts = seq.all_tokens().last(static_cast<size_t>(entry.num_draft));
+    accepted_.assign(drafts.begin(), drafts.begin() + result->accepted_drafts);
+    accepted_.push_back(result->token);
+    drop_draft(seq);
+    seq.num_computed_tokens = seq.num_tokens();
+    FinishReason reason = FinishReason::None;
+    for (size_t i = 0; i < accepted_.size() && reason == FinishReason::None; ++i) {
+      seq.append(accepted_[i]);
+      if (i + 1 < accepted_.size()) ++seq.num_computed_tokens;
+      reason = stop_reason(seq);
+    }
+    blocks_.register_full_blocks(seq, cacheable_tokens(seq));
+    if (reason != FinishReason::None)
+      finish(seq, reason);
+    else if (result->accepted_drafts < entry.num_draft)
+      blocks_.truncate(seq, seq.num_computed_tokens);
   }
   step_pending_ = false;
+}
+
+// The tokens whose KV a later prompt holding them would compute with the
+// same bits: all of them, or only the prompt's (config.cache_generated_blocks).
+int Scheduler::cacheable_tokens(const Sequence& seq) const {
+  return config_.cache_generated_blocks ? seq.num_tokens() : seq.num_prompt_tokens();
+}
+
+int Scheduler::set_draft(SeqId id, std::span<const int32_t> draft) {
+  if (step_pending_) throw Error("set_draft() must come between postprocess() and the next schedule()");
+  Sequence& seq = live(id);
+  if (seq.status != SequenceStatus::Running || seq.cancel_requested || seq.num_draft_tokens != 0 ||
+      seq.num_uncomputed_tokens() != 1)
+    throw Error("sequence " + std::to_string(id) + " is not about to decode: it cannot take a draft");
+  // The token sampled after the drafts must fit the limit too.
+  const int room = token_limit(seq) - seq.num_tokens() - 1;
+  const int n = std::clamp(static_cast<int>(draft.size()), 0, std::max(room, 0));
+  for (int32_t t : draft.first(static_cast<size_t>(n))) seq.append(t);
+  seq.num_draft_tokens = n;
+  return n;
+}
+
+void Scheduler::truncate(SeqId id, int n) {
+  if (step_pending_) throw Error("truncate() must come between postprocess() and the next schedule()");
+  Sequence& seq = live(id);
+  drop_draft(seq);
+  if (seq.status == SequenceStatus::Running && seq.num_uncomputed_tokens() != 1)
+    throw Error("sequence " + std::to_string(id) + " is still computing its prompt: it cannot be truncated");
+  seq.truncate(n);
+  if (seq.status != SequenceStatus::Running) return;
+  seq.num_computed_tokens = seq.num_tokens() - 1;
+  blocks_.truncate(seq, seq.num_computed_tokens);
 }
 
 void Scheduler::fail_step(const std::string& message) {
@@ -246,6 +325,7 @@ FinishReason Scheduler::stop_reason(const Sequence& seq) const {
 }
 
 void Scheduler::finish(Sequence& seq, FinishReason reason, std::string error) {
+  drop_draft(seq);  // unverified guesses are not output
   if (seq.status == SequenceStatus::Running) {
     blocks_.free(seq);
     running_.erase(std::ranges::find(running_, &seq));

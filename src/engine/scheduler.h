@@ -6,9 +6,10 @@
 // that cheap). Single-threaded: the engine loop owns it.
 //
 // Per step: schedule() -> copy plan.copies in KV memory -> forward the plan's
-// positions -> sample one token per entry that needs logits -> postprocess().
-// add(), cancel() and take_finished() may be called between any two calls;
-// fork() after postprocess() and before the next schedule().
+// positions -> sample one token per entry that needs logits (verifying its
+// draft tokens, if any) -> postprocess(). add(), cancel() and
+// take_finished() may be called between any two calls; fork(), set_draft()
+// and truncate() after postprocess() and before the next schedule().
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -29,6 +30,10 @@ struct SchedulerConfig {
   int max_seqs = 64;            // sequences holding KV blocks at once
   int max_context = 0;          // tokens per sequence, prompt + generated; 0: only the pool limits it
   bool chunked_prefill = true;  // off: a prompt is computed in one step, so it must fit the budget
+  // The model computes a generated token's KV with the bits a prompt holding
+  // that token would get (model::Instance): then the prefix cache offers
+  // generated blocks too, e.g. a chat's previous answer.
+  bool cache_generated_blocks = false;
   std::vector<int32_t> eos_token_ids;
 };
 
@@ -40,6 +45,14 @@ struct ScheduledSeq {
   int start;            // compute positions [start, start + num_tokens) of seq->all_tokens()
   int num_tokens;
   bool needs_logits;    // decode, or the last chunk of a prefill: sample a token
+  int num_draft = 0;    // a decode with draft tokens: the logits of all num_draft + 1 rows
+};
+
+// What an entry with logits produced: how many of its draft tokens were
+// accepted, in order, and the token sampled after them.
+struct EntryResult {
+  int32_t token;
+  int accepted_drafts = 0;
 };
 
 struct StepPlan {
@@ -86,10 +99,21 @@ class Scheduler {
   // A non-empty plan must be followed by postprocess() or fail_step().
   const StepPlan& schedule();
 
-  // sampled: one token per plan entry with needs_logits, in plan order.
-  // Appends them, advances computed tokens, finishes sequences on EOS, stop
-  // tokens, max_new_tokens or the max context, and frees their blocks.
-  void postprocess(std::span<const int32_t> sampled);
+  // results: one per plan entry with needs_logits, in plan order. Drops
+  // rejected draft tokens and their KV, appends the new tokens, advances
+  // computed tokens, finishes sequences on EOS, stop tokens, max_new_tokens
+  // or the max context, and frees their blocks.
+  void postprocess(std::span<const EntryResult> results);
+
+  // Speculative decoding: appends a proposer's guesses to a running
+  // sequence about to decode; its next decode verifies them all in one
+  // entry. Drafts beyond the sequence's token limit are dropped, and so are
+  // all of them if the step has no room; returns how many were kept.
+  int set_draft(SeqId id, std::span<const int32_t> draft);
+
+  // Rolls back a sequence's last n generated tokens and the KV behind them,
+  // freeing blocks it no longer needs; its new last token is computed next.
+  void truncate(SeqId id, int n);
 
   // The step could not run: its sequences finish with FinishReason::Error.
   void fail_step(const std::string& message);
@@ -110,6 +134,8 @@ class Scheduler {
   FinishReason stop_reason(const Sequence& seq) const;
   void reap_cancelled();
   void schedule_decodes(int& budget);
+  void drop_draft(Sequence& seq);
+  int cacheable_tokens(const Sequence& seq) const;
   bool make_room_for_decode(Sequence& seq);
   void schedule_prefills(int& budget);
   void admit(int& budget);
@@ -127,6 +153,7 @@ class Scheduler {
   std::vector<std::unique_ptr<Sequence>> finished_;
   StepPlan plan_;
   bool step_pending_ = false;
+  std::vector<int32_t> accepted_;  // postprocess() scratch
   uint64_t arrivals_ = 0, preemptions_ = 0, steps_ = 0, scheduled_tokens_ = 0;
 };
 

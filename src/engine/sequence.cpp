@@ -22,6 +22,13 @@ Sequence::Sequence(SeqId id, std::vector<int32_t> prompt, int max_new_tokens, st
       max_new_tokens_(max_new_tokens),
       stop_token_ids_(std::move(stop_token_ids)) {}
 
+void Sequence::truncate(int n) {
+  if (n < 0 || n > num_generated_tokens())
+    throw Error("sequence " + std::to_string(id_) + " cannot drop " + std::to_string(n) + " of its " +
+                std::to_string(num_generated_tokens()) + " generated tokens");
+  tokens_.resize(tokens_.size() - static_cast<size_t>(n));
+}
+
 Sequence Sequence::branch(SeqId child_id, int32_t last_token) const {
   if (num_generated_tokens() == 0 || num_uncomputed_tokens() != 1)
     throw Error("sequence " + std::to_string(id_) + " can only branch right after sampling a token");

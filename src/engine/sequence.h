@@ -38,6 +38,8 @@ class Sequence {
   int num_prompt_tokens() const { return static_cast<int>(num_prompt_); }
   int num_generated_tokens() const { return num_tokens() - num_prompt_tokens(); }
   void append(int32_t token) { tokens_.push_back(token); }
+  // Drops the last n tokens; the prompt stays. Throws Error past it.
+  void truncate(int n);
 
   // Tokens to run through the model before the next one can be sampled:
   // 1 for a decode step, more while the prompt (or a recompute) is pending.
@@ -48,6 +50,7 @@ class Sequence {
   std::string error;               // set with FinishReason::Error
   int num_computed_tokens = 0;     // tokens whose KV is in the cache
   int num_cached_tokens = 0;       // of those, found in the prefix cache at the latest admission
+  int num_draft_tokens = 0;        // the last tokens are a proposer's guesses, to verify in the next step
   std::vector<int> block_table;    // block i holds the KV of positions [i * block_size, (i + 1) * block_size)
   uint64_t arrival = 0;            // order of Scheduler::add calls
   bool cancel_requested = false;

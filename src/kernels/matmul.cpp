@@ -512,7 +512,7 @@ void matmul(std::span<const MatmulTarget> targets, const float* x, int64_t n_tok
   const MatmulJob job(targets, x, n_tokens, scratch(acts_buf, MatmulJob::acts_blocks(targets, n_tokens)), n_prompt,
                       prompt_lines > 0 ? scratch(prompt_buf, prompt_lines)->bytes : nullptr);
   if (job.chunks() == 0) return;
-  pool.run_team(2, [&](Team& team) {
+  pool.run_team([&](Team& team) {
     team.share(n_tokens, [&](int64_t t) { job.prepare_row(t); });
     job.run(team);
   });

@@ -80,12 +80,35 @@ void KvCache::store(int layer, const float* k_rows, const float* v_rows, const i
 }
 
 void KvCache::copy_block(int src, int dst) {
-  const size_t block_bytes = static_cast<size_t>(layout_.block_size) * layout_.row_bytes;
+  const size_t n = plane_block_bytes();
   for (int l = 0; l < n_layer_; ++l)
     for (int kv = 0; kv < 2; ++kv) {
       uint8_t* plane = base(l, kv);
-      std::memcpy(plane + dst * block_bytes, plane + src * block_bytes, block_bytes);
+      std::memcpy(plane + dst * n, plane + src * n, n);
     }
+}
+
+void KvCache::check_block(int block, size_t bytes) const {
+  if (block < 0 || block >= n_blocks_)
+    throw Error("KV block " + std::to_string(block) + " is outside the pool of " + std::to_string(n_blocks_));
+  if (bytes != block_bytes())
+    throw Error("a KV block of this pool is " + std::to_string(block_bytes()) + " bytes, not " + std::to_string(bytes));
+}
+
+void KvCache::export_block(int block, std::span<uint8_t> out) const {
+  check_block(block, out.size());
+  const size_t n = plane_block_bytes();
+  uint8_t* to = out.data();
+  for (int l = 0; l < n_layer_; ++l)
+    for (int kv = 0; kv < 2; ++kv, to += n) std::memcpy(to, base(l, kv) + static_cast<size_t>(block) * n, n);
+}
+
+void KvCache::import_block(int block, std::span<const uint8_t> in) {
+  check_block(block, in.size());
+  const size_t n = plane_block_bytes();
+  const uint8_t* from = in.data();
+  for (int l = 0; l < n_layer_; ++l)
+    for (int kv = 0; kv < 2; ++kv, from += n) std::memcpy(base(l, kv) + static_cast<size_t>(block) * n, from, n);
 }
 
 }  // namespace llmserve::model

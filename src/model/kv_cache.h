@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
+#include <span>
 
 #include "gguf/types.h"
 #include "kernels/attention.h"
@@ -43,7 +44,16 @@ class KvCache {
   // Copy-on-write support: block dst becomes a copy of block src in every layer.
   void copy_block(int src, int dst);
 
+  // One block's K and V in every layer as bytes, layer by layer, K then V
+  // (to move a sequence's KV to another pool of the same model and type).
+  // Throws Error for a block outside the pool or a span not block_bytes() long.
+  size_t block_bytes() const { return 2 * static_cast<size_t>(n_layer_) * plane_block_bytes(); }
+  void export_block(int block, std::span<uint8_t> out) const;
+  void import_block(int block, std::span<const uint8_t> in);
+
  private:
+  size_t plane_block_bytes() const { return static_cast<size_t>(layout_.block_size) * layout_.row_bytes; }
+  void check_block(int block, size_t bytes) const;
   uint8_t* base(int layer, int kv) const { return data_.get() + (static_cast<size_t>(layer) * 2 + kv) * plane_bytes_; }
 
   kernels::KvLayout layout_;

@@ -1,17 +1,16 @@
 #pragma once
 // The model runner: one forward pass over a ragged batch. Each sequence in
-// the step contributes a run of tokens (a prefill chunk, or one decode
-// token) at consecutive positions; all rows go through every weight matmul
-// together, so each weight matrix is streamed once per step whatever the
-// batch. Attention reads each sequence's KV through its block table. A
-// pass is one pool job (ThreadPool::run_team), its ops the job's steps.
+// the step contributes a run of tokens (a prefill chunk, one decode token,
+// or a token and its drafts) at consecutive positions. Batch planning
+// (model/batch_plan.h) turns the batch into rows; the layer graph
+// (model/llama_graph.h) computes them.
 #include <cstdint>
 #include <span>
 #include <vector>
 
-#include "kernels/attention.h"
-#include "kernels/matmul.h"
+#include "model/batch_plan.h"
 #include "model/kv_cache.h"
+#include "model/llama_graph.h"
 #include "model/model.h"
 
 namespace llmserve {
@@ -20,62 +19,29 @@ class ThreadPool;
 
 namespace llmserve::model {
 
-enum class Logits { None, Last, All };
-
-struct SeqBatch {
-  std::span<const int32_t> tokens;       // run at positions pos0, pos0 + 1, ...
-  int pos0 = 0;
-  std::span<const int32_t> block_table;  // must cover positions 0 .. pos0 + tokens.size() - 1
-  Logits logits = Logits::Last;
-  // How many of `tokens`, from the front, are the request's prompt rather
-  // than tokens it generated. Over f16 and bf16 weights prompt tokens may
-  // take the matmuls' prompt path (AMX-BF16 tiles or int16 codes,
-  // kernels/matmul.h: PromptPath), generated ones always the f32 path: the
-  // path is a property of the token, so a sequence gives the same bits in
-  // any batch and in any chunking of its prompt.
-  // (Quantized weights give the same bits on every path.)
-  int prompt_tokens = 0;
-};
-
 class ModelRunner {
  public:
-  // max_tokens: most rows one step may carry (buffers are sized for it now,
-  // so a step allocates nothing).
+  // max_tokens: most rows one step may carry.
   ModelRunner(const Model& model, KvCache& kv, ThreadPool& pool, int max_tokens);
 
   // Returns the wanted logits, [rows][n_vocab], in batch order (All gives
-  // every row of its sequence, Last only the last). Valid until the next
-  // call; the caller may modify them (sampling). Throws Error for a batch
-  // that breaks the limits above.
+  // every row of its sequence, Last only the last); hidden() then holds the
+  // same rows' final hidden states, [rows][dim]. Valid until the next call;
+  // the caller may modify the logits (sampling). Throws Error for a batch
+  // that breaks the limits of BatchPlan::build.
   std::span<float> forward(std::span<const SeqBatch> batch);
+  std::span<const float> hidden() const { return graph_.hidden(); }
 
   int max_tokens() const { return max_tokens_; }
   const Model& model() const { return m_; }
+  bool has_prompt_path() const { return graph_.has_prompt_path(); }
 
  private:
-  void check(std::span<const SeqBatch> batch) const;
-
   const Model& m_;
-  KvCache& kv_;
-  ThreadPool& pool_;
+  const KvCache& kv_;
   int max_tokens_;
-  // Per-row and scratch buffers, sized for max_tokens rows.
-  std::vector<int32_t> tokens_, positions_, slots_, logit_rows_, seq_rows_;
-  std::vector<kernels::AttentionSeq> attn_seqs_;
-  std::vector<float> x_, xn_, q_, k_, v_, att_, gate_, up_, out_, logits_;
-  // A step's plans, made before its threads start: the layers' matmuls
-  // (all quantizing their input into acts_, one at a time) and attention.
-  struct LayerJobs {
-    kernels::MatmulJob qkv, o, gate_up, down;
-  };
-  std::vector<LayerJobs> jobs_;
-  std::vector<kernels::Q8Act> acts_;
-  struct alignas(64) Line {
-    uint8_t bytes[64];
-  };
-  // The prompt rows' (MatmulJob's n_prompt); empty where no weight has a prompt path.
-  std::vector<Line> prompt_acts_;
-  kernels::AttentionJob attention_;
+  BatchPlan plan_;
+  LlamaGraph graph_;
 };
 
 // One sequence with a KV cache of its own, for `generate` and tests: the

@@ -30,12 +30,14 @@ ApiError with_retry(ApiError e, int seconds) {
 
 }  // namespace
 
-Gateway::Gateway(engine::Engine& engine, GatewayConfig config)
+Gateway::Gateway(engine::Engine& engine, const model::LoadedModel& model, GatewayConfig config)
     : engine_(engine),
+      tokenizer_(model.tokenizer()),
       config_(std::move(config)),
-      template_(engine.model().file().get_string("tokenizer.chat_template", ""),
-                token_text(engine.tokenizer(), engine.tokenizer().bos()),
-                token_text(engine.tokenizer(), engine.tokenizer().eos())),
+      template_(model.model().file().get_string("tokenizer.chat_template", ""),
+                token_text(model.tokenizer(), model.tokenizer().bos()),
+                token_text(model.tokenizer(), model.tokenizer().eos())),
+      turns_(tokenizer_),
       limiter_(config_.rate_limit, config_.rate_burst > 0 ? config_.rate_burst : std::max(1.0, config_.rate_limit)),
       next_id_(std::random_device{}()),
       created_(static_cast<int64_t>(std::time(nullptr))) {}
@@ -87,7 +89,7 @@ void Gateway::route(const HttpRequest& req, const std::shared_ptr<Exchange>& ex)
     only("GET");
     std::string client;
     authorize(req, client);
-    return send(ex, req, {200, "application/json", dump(model_list(config_.model_name, created_, engine_.max_context())), {}});
+    return send(ex, req, {200, "application/json", dump(model_list(config_.model_name, created_, engine_.info().max_context)), {}});
   }
   if (path == "/v1/completions" || path == "/v1/chat/completions") {
     only("POST");
@@ -123,7 +125,7 @@ void Gateway::generate(Endpoint endpoint, const HttpRequest& req, const std::sha
   GenerationPlan plan;
   plan.request = parse_generation_request(endpoint, parse_json_body(req.body, config_.limits.max_json_depth), config_.limits);
   GenerationRequest& r = plan.request;
-  const tok::Tokenizer& tok = engine_.tokenizer();
+  const tok::Tokenizer& tok = tokenizer_;
   plan.stop = r.stop;
   if (endpoint == Endpoint::Completions) {
     if (r.prompt_is_tokens) {
@@ -146,11 +148,17 @@ void Gateway::generate(Endpoint endpoint, const HttpRequest& req, const std::sha
     const std::string bos = token_text(tok, tok.bos());
     const bool add_bos = tok.add_bos_by_default() && !(bos.size() && text.starts_with(bos));
     plan.prompt = tok.encode(text, add_bos, true);
+    for (auto m = r.messages.rbegin(); m != r.messages.rend(); ++m)
+      if ((*m)["role"] == "assistant") {
+        plan.prompt = turns_.splice(text, (*m)["content"].get<std::string>(), std::move(plan.prompt));
+        break;
+      }
+    plan.prompt_text = std::move(text);
     if (template_.is_fallback()) plan.stop.push_back("<|im_end|>");  // may be plain text in this vocabulary
   }
   if (plan.prompt.empty()) throw ApiError(400, "the prompt is empty", "invalid_request_error", "prompt");
 
-  const int ctx = engine_.max_context();
+  const int ctx = engine_.info().max_context;
   const int prompt_len = static_cast<int>(plan.prompt.size());
   const int prompt_limit = config_.max_prompt_tokens > 0 ? std::min(config_.max_prompt_tokens, ctx - 1) : ctx - 1;
   if (prompt_len > prompt_limit)
@@ -180,7 +188,7 @@ void Gateway::generate(Endpoint endpoint, const HttpRequest& req, const std::sha
   plan.meta = {endpoint, id, static_cast<int64_t>(std::time(nullptr)), config_.model_name};
   plan.remote = req.remote;
   plan.timeout = config_.request_timeout;
-  auto g = std::make_shared<Generation>(GenerationContext{engine_, metrics_, in_flight_}, std::move(plan), ex);
+  auto g = std::make_shared<Generation>(GenerationContext{engine_, tokenizer_, turns_, metrics_, in_flight_}, std::move(plan), ex);
   g->start();
 }
 

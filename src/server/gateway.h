@@ -14,6 +14,7 @@
 #include "server/http_server.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
+#include "server/turn_tokens.h"
 #include "server/rate_limiter.h"
 
 namespace llmserve::server {
@@ -33,7 +34,7 @@ class Gateway {
  public:
   // Reads the chat template from the model file (throws jinja::TemplateError
   // when it does not parse).
-  Gateway(engine::Engine& engine, GatewayConfig config);
+  Gateway(engine::Engine& engine, const model::LoadedModel& model, GatewayConfig config);
 
   // The HTTP handler.
   void handle(HttpRequest req, std::shared_ptr<Exchange> ex);
@@ -56,8 +57,10 @@ class Gateway {
   std::string metrics_text() const;
 
   engine::Engine& engine_;
+  const tok::Tokenizer& tokenizer_;
   GatewayConfig config_;
   ChatTemplate template_;
+  TurnTokens turns_;
   RateLimiter limiter_;
   ServerMetrics metrics_;
   std::atomic<int> in_flight_{0};

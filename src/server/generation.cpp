@@ -47,6 +47,7 @@ struct Generation::Choice {
   std::string text;                    // released, not yet sent (streams) / all of it
   std::vector<LogprobEntry> logprobs;  // likewise
   int tokens = 0;
+  std::vector<int32_t> ids;            // the generated tokens, end-of-generation excluded
   int cached_prompt_tokens = 0;
   bool finished = false;
   std::string finish_reason;
@@ -115,7 +116,7 @@ struct Generation::Inbox {
 
 Generation::Generation(GenerationContext ctx, GenerationPlan plan, std::shared_ptr<Exchange> exchange)
     : ctx_(ctx), plan_(std::move(plan)), exchange_(std::move(exchange)) {
-  const auto& tok = ctx_.engine.tokenizer();
+  const auto& tok = ctx_.tokenizer;
   for (int i = 0; i < plan_.request.n; ++i)
     choices_.push_back(std::make_unique<Choice>(static_cast<size_t>(i), tok, plan_.request.endpoint == Endpoint::Chat, plan_.stop));
 }
@@ -143,24 +144,21 @@ void Generation::start() {
 
   uint64_t seed = plan_.request.sampling.seed;
   if (!plan_.request.seed_given) seed = std::random_device{}() * 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(Clock::now().time_since_epoch().count());
-  for (size_t i = 0; i < n; ++i) {
-    engine::RequestParams p;
-    p.prompt = plan_.prompt;
-    p.sampling = plan_.request.sampling;
-    p.sampling.seed = seed + i;  // n > 1: seed, seed + 1, ...
-    p.max_new_tokens = plan_.max_new_tokens;
-    p.top_logprobs = plan_.request.top_logprobs;
-    try {
-      choices_[i]->engine_id = ctx_.engine.submit(std::move(p), [inbox = inbox_, i](const engine::RequestOutput& o) {
-        inbox->push(i, o);
-      });
-    } catch (const Error& e) {
-      ctx_.in_flight.fetch_sub(static_cast<int>(n - i));  // never submitted
-      for (size_t k = 0; k < i; ++k) choices_[k]->finished = true;
-      for (size_t k = 0; k < i; ++k) ctx_.engine.cancel(choices_[k]->engine_id);
-      fail(503, e.what(), "engine_unavailable");
-      return;
-    }
+  engine::RequestParams p;
+  p.prompt = plan_.prompt;
+  p.sampling = plan_.request.sampling;
+  p.sampling.seed = seed;  // choice i samples with seed + i
+  p.max_new_tokens = plan_.max_new_tokens;
+  p.top_logprobs = plan_.request.top_logprobs;
+  p.n = static_cast<int>(n);  // the prompt is computed once for all choices
+  try {
+    const uint64_t id = ctx_.engine.submit(std::move(p), [inbox = inbox_](const engine::RequestOutput& o) {
+      inbox->push(static_cast<size_t>(o.index), o);
+    });
+    for (size_t i = 0; i < n; ++i) choices_[i]->engine_id = id + i;
+  } catch (const Error& e) {
+    ctx_.in_flight.fetch_sub(static_cast<int>(n));  // never submitted
+    fail(503, e.what(), "engine_unavailable");
   }
 }
 
@@ -193,10 +191,11 @@ void Generation::on_output(size_t index, const engine::RequestOutput& out) {
 }
 
 void Generation::take_tokens(Choice& c, const engine::RequestOutput& out) {
-  const auto& tok = ctx_.engine.tokenizer();
+  const auto& tok = ctx_.tokenizer;
   const bool want_logprobs = plan_.request.top_logprobs >= 0;
   for (const auto& g : out.tokens) {
     ++c.tokens;
+    c.ids.push_back(g.token);
     std::string piece = c.decoder.push(g.token);
     const size_t start = c.produced;
     c.produced += piece.size();
@@ -284,6 +283,9 @@ void Generation::complete() {
     }
   }
   done_ = true;
+  if (plan_.request.endpoint == Endpoint::Chat)
+    for (const auto& c : choices_)
+      if (c->error.empty() && !c->stops.stopped()) ctx_.turns.remember(plan_.prompt_text, plan_.prompt, c->ids);
   const Usage u = usage();
   if (plan_.request.stream) {
     send_progress();

@@ -19,11 +19,14 @@
 #include "server/metrics.h"
 #include "server/openai_response.h"
 #include "server/stop_strings.h"
+#include "server/turn_tokens.h"
 
 namespace llmserve::server {
 
 struct GenerationContext {
   engine::Engine& engine;
+  const tok::Tokenizer& tokenizer;
+  TurnTokens& turns;  // chat answers' tokens, for the next turn
   ServerMetrics& metrics;
   std::atomic<int>& in_flight;  // engine requests not yet finished; decremented here
 };
@@ -31,6 +34,7 @@ struct GenerationContext {
 struct GenerationPlan {
   GenerationRequest request;
   std::vector<int32_t> prompt;
+  std::string prompt_text;  // chat: the rendered template
   std::vector<std::string> stop;  // the request's, plus the template's implicit ones
   int max_new_tokens = 0;
   ResponseMeta meta;

@@ -6,9 +6,11 @@
 
 namespace llmserve::server {
 
-Server::Server(engine::EngineConfig engine_config, GatewayConfig gateway_config, HttpConfig http_config)
-    : engine_(std::make_unique<engine::Engine>(std::move(engine_config))),
-      gateway_(std::make_unique<Gateway>(*engine_, std::move(gateway_config))) {
+Server::Server(const ModelConfig& m, GatewayConfig gateway_config, HttpConfig http_config)
+    : pool_(std::make_unique<ThreadPool>(m.threads > 0 ? m.threads : default_thread_count())),
+      model_(model::LoadedModel::load(m.path, *pool_, m.instance)),
+      engine_(std::make_unique<engine::Engine>(std::vector<model::Instance*>{model_.get()}, m.engine)),
+      gateway_(std::make_unique<Gateway>(*engine_, *model_, std::move(gateway_config))) {
   Gateway* g = gateway_.get();
   http_ = std::make_unique<HttpServer>(
       std::move(http_config), [g](HttpRequest req, std::shared_ptr<Exchange> ex) { g->handle(std::move(req), std::move(ex)); },

@@ -5,22 +5,33 @@
 #include <cstdint>
 #include <memory>
 
+#include "core/thread_pool.h"
 #include "engine/engine.h"
+#include "model/instance.h"
 #include "server/gateway.h"
 #include "server/http_server.h"
 
 namespace llmserve::server {
 
+// The model `serve` loads and how the engine runs it.
+struct ModelConfig {
+  std::string path;
+  int threads = 0;  // 0: default_thread_count()
+  model::InstanceConfig instance;
+  engine::EngineConfig engine;
+};
+
 class Server {
  public:
   // Loads the model and binds the port. Throws Error.
-  Server(engine::EngineConfig engine_config, GatewayConfig gateway_config, HttpConfig http_config);
+  Server(const ModelConfig& model_config, GatewayConfig gateway_config, HttpConfig http_config);
   ~Server();
 
   void start();
   uint16_t port() const { return http_->port(); }
   Gateway& gateway() { return *gateway_; }
   engine::Engine& engine() { return *engine_; }
+  const model::LoadedModel& model() const { return *model_; }
 
   // SIGTERM: stop accepting, answer 503 to new requests, let in-flight ones
   // finish (up to `grace`), then stop. True when nothing was cut short.
@@ -28,7 +39,10 @@ class Server {
 
  private:
   // Destruction order matters: the HTTP threads stop first, then the engine
-  // (whose last callbacks may still post to the HTTP strands' io_context).
+  // (whose last callbacks may still post to the HTTP strands' io_context),
+  // then the model it ran and the threads it ran on.
+  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<model::LoadedModel> model_;
   std::unique_ptr<engine::Engine> engine_;
   std::unique_ptr<Gateway> gateway_;
   std::unique_ptr<HttpServer> http_;

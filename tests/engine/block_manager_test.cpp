@@ -22,10 +22,11 @@ std::vector<int32_t> concat(std::vector<int32_t> a, const std::vector<int32_t>& 
 
 Sequence make(SeqId id, std::vector<int32_t> tokens) { return Sequence(id, std::move(tokens), 8); }
 
-// As if a forward pass had filled the KV of every token.
-void compute_all(BlockManager& bm, Sequence& s) {
+// As if a forward pass had filled the KV of every token; registers the
+// prompt's blocks, or with `generated` every full block.
+void compute_all(BlockManager& bm, Sequence& s, bool generated = false) {
   s.num_computed_tokens = s.num_tokens();
-  bm.register_full_blocks(s);
+  bm.register_full_blocks(s, generated ? s.num_tokens() : s.num_prompt_tokens());
 }
 
 void expect_all_free(const BlockManager& bm) {
@@ -111,18 +112,18 @@ TEST(BlockManager, FindsOnlyBlocksWhoseKvIsComputed) {
   Sequence a = make(1, iota(0, 9));
   bm.allocate(a);
   a.num_computed_tokens = 3;
-  bm.register_full_blocks(a);
+  bm.register_full_blocks(a, a.num_tokens());
   EXPECT_EQ(bm.cached_prefix_tokens(make(2, iota(0, 9))), 0);
   a.num_computed_tokens = 8;  // e.g. a later prefill chunk
-  bm.register_full_blocks(a);
+  bm.register_full_blocks(a, a.num_tokens());
   EXPECT_EQ(bm.cached_prefix_tokens(make(2, iota(0, 9))), 8);
   bm.free(a);
   expect_all_free(bm);
 }
 
-// A block that decoding fills holds generated tokens, whose KV came from
-// the int8 path (register_full_blocks): it is not offered to later prompts.
-TEST(BlockManager, RegistersOnlyPromptBlocks) {
+// Where a generated token's KV may differ from a prompt's (f16 weights'
+// prompt path), the caller registers only the prompt's blocks.
+TEST(BlockManager, RegistersOnlyTheTokensItIsGiven) {
   BlockManager bm(16, 4);
   Sequence a = make(1, iota(0, 3));
   bm.allocate(a);
@@ -143,6 +144,69 @@ TEST(BlockManager, RegistersOnlyPromptBlocks) {
   EXPECT_EQ(bm.append_slot(a), std::nullopt);
   EXPECT_EQ(a.block_table.size(), 2u);  // the 5th token starts a new block
   bm.free(a);
+  expect_all_free(bm);
+}
+
+TEST(BlockManager, RegistersGeneratedBlocksWhenAsked) {
+  BlockManager bm(16, 4);
+  Sequence a = make(1, iota(0, 3));
+  bm.allocate(a);
+  compute_all(bm, a, true);
+  a.append(3);
+  ASSERT_TRUE(bm.can_append(a));
+  EXPECT_EQ(bm.append_slot(a), std::nullopt);
+  compute_all(bm, a, true);
+  EXPECT_EQ(bm.cached_prefix_tokens(make(2, iota(0, 5))), 4);
+  bm.free(a);
+  expect_all_free(bm);
+}
+
+// Rolling back releases whole blocks past the kept positions and takes a
+// kept partial block out of the prefix cache, since its tail is rewritten.
+TEST(BlockManager, TruncateReleasesBlocksAndForgetsARewrittenBlock) {
+  BlockManager bm(16, 4);
+  Sequence a = make(1, iota(0, 10));
+  bm.allocate(a);
+  compute_all(bm, a, true);
+  ASSERT_EQ(a.block_table.size(), 3u);
+  const int second = a.block_table[1];
+  EXPECT_EQ(bm.cached_prefix_tokens(make(2, iota(0, 9))), 8);
+  bm.truncate(a, 6);
+  a.num_computed_tokens = 6;
+  EXPECT_EQ(a.block_table.size(), 2u);
+  EXPECT_EQ(bm.num_used_blocks(), 2);
+  EXPECT_EQ(bm.cached_prefix_tokens(make(2, iota(0, 9))), 4);  // block 1 is partial again
+  a.truncate(0);  // no generated tokens: nothing to drop
+  Sequence b = make(3, iota(0, 9));  // shares block 0 only
+  bm.allocate(b);
+  EXPECT_EQ(b.block_table[0], a.block_table[0]);
+  EXPECT_NE(b.block_table[1], second);
+  bm.free(b);
+  bm.truncate(a, 0);
+  EXPECT_TRUE(a.block_table.empty());
+  expect_all_free(bm);
+}
+
+TEST(BlockManager, TruncatingIntoASharedBlockCopiesItOnTheNextWrite) {
+  BlockManager bm(16, 4);
+  Sequence p = make(1, iota(0, 8));
+  bm.allocate(p);
+  compute_all(bm, p, true);
+  p.append(8);
+  Sequence c = p.branch(2, 80);
+  bm.fork(p, c);
+  // c rolls back to 6 positions: block 1 (positions 4..7) is p's too.
+  bm.truncate(c, 6);
+  c.num_computed_tokens = 6;
+  const int shared = p.block_table[1];
+  EXPECT_EQ(c.block_table[1], shared);
+  const auto copy = bm.append_slot(c);
+  ASSERT_TRUE(copy.has_value());
+  EXPECT_EQ(copy->src, shared);
+  EXPECT_NE(c.block_table[1], shared);
+  EXPECT_EQ(bm.cached_prefix_tokens(make(3, iota(0, 9))), 8);  // p's blocks are untouched
+  bm.free(c);
+  bm.free(p);
   expect_all_free(bm);
 }
 

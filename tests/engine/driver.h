@@ -20,6 +20,7 @@ struct StepRecord {
     int start;
     int num_tokens;
     bool needs_logits;
+    int num_draft;
   };
   std::vector<Entry> entries;
   std::vector<BlockCopy> copies;
@@ -48,7 +49,8 @@ class Driver {
       EXPECT_LE(e.start + e.num_tokens, s.num_tokens());
       EXPECT_EQ(e.needs_logits, e.start + e.num_tokens == s.num_tokens());
       total += e.num_tokens;
-      record.entries.push_back({s.id(), e.start, e.num_tokens, e.needs_logits});
+      EXPECT_EQ(e.num_draft, e.needs_logits ? s.num_draft_tokens : 0);
+      record.entries.push_back({s.id(), e.start, e.num_tokens, e.needs_logits, e.num_draft});
     }
     EXPECT_EQ(total, plan.num_tokens);
     EXPECT_LE(plan.num_tokens, config.max_batch_tokens);

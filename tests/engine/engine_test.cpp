@@ -1,21 +1,26 @@
-// The engine end to end on real and synthetic models: batched greedy output
-// equals each prompt run alone, also with prefix-cache hits, preemption and
-// chunked prefill; no KV block leaks; bad requests fail alone.
+// The engine end to end on real, synthetic and fake models: batched greedy
+// output equals each prompt run alone, also with prefix-cache hits (of
+// generated blocks too), preemption, chunked prefill, n choices forked from
+// one prompt and two models in one engine; no KV block leaks; bad requests
+// fail alone.
 #include <gtest/gtest.h>
 
 #include <condition_variable>
 #include <map>
 #include <mutex>
 
+#include "core/error.h"
 #include "core/thread_pool.h"
 #include "engine/engine.h"
 #include "model/runner.h"
 #include "model/synthetic.h"
+#include "fake_instance.h"
 #include "test_models.h"
 
 using namespace llmserve;
 using engine::Engine;
 using engine::EngineConfig;
+using model::InstanceConfig;
 using engine::FinishReason;
 using engine::RequestOutput;
 using engine::RequestParams;
@@ -64,6 +69,17 @@ RequestParams greedy(std::vector<int32_t> prompt, int n) {
   return p;
 }
 
+// A model loaded on its own pool, and an engine over it.
+struct Served {
+  explicit Served(const std::string& path, const InstanceConfig& c = {}, EngineConfig e = {})
+      : pool(2), model(model::LoadedModel::load(path, pool, c)), engine({model.get()}, e) {}
+  const tok::Tokenizer& tok() const { return model->tokenizer(); }
+  const model::Model& m() const { return model->model(); }
+  ThreadPool pool;
+  std::unique_ptr<model::LoadedModel> model;
+  Engine engine;
+};
+
 // The same prompt through the single-sequence path, greedily, stopping where the engine would.
 std::vector<int32_t> alone(const model::Model& m, const tok::Tokenizer& tok, const std::vector<int32_t>& prompt, int n) {
   ThreadPool pool(2);
@@ -90,28 +106,26 @@ std::vector<std::vector<int32_t>> sixteen_prompts(const tok::Tokenizer& tok) {
   return prompts;
 }
 
-void expect_batched_equals_alone(EngineConfig config, int n_new) {
-  Engine engine(config);
-  const auto prompts = sixteen_prompts(engine.tokenizer());
+void expect_batched_equals_alone(const std::string& path, const InstanceConfig& config, int n_new) {
+  Served s(path, config);
+  const auto prompts = sixteen_prompts(s.tok());
   std::vector<RequestParams> requests;
   for (const auto& p : prompts) requests.push_back(greedy(p, n_new));
-  const auto results = run_all(engine, requests);
+  const auto results = run_all(s.engine, requests);
   for (size_t i = 0; i < prompts.size(); ++i) {
-    EXPECT_EQ(results[i].tokens, alone(engine.model(), engine.tokenizer(), prompts[i], n_new)) << "prompt " << i;
+    EXPECT_EQ(results[i].tokens, alone(s.m(), s.tok(), prompts[i], n_new)) << "prompt " << i;
     EXPECT_NE(results[i].reason, FinishReason::Error) << results[i].error;
   }
   // Every block is back in the pool once all requests are done.
-  const auto m = engine.metrics().scheduler;
+  const auto m = s.engine.metrics().scheduler;
   EXPECT_EQ(m.blocks_free, m.blocks_total);
   EXPECT_EQ(m.running, 0);
   EXPECT_EQ(m.waiting, 0);
 }
 
-// The settings the tests share; they vary only the model and the KV pool size.
-EngineConfig test_config(const std::string& model_path, int kv_blocks) {
-  EngineConfig c;
-  c.model_path = model_path;
-  c.threads = 2;
+// The settings the tests share; they vary only the KV pool size.
+InstanceConfig test_config(int kv_blocks) {
+  InstanceConfig c;
   c.kv_blocks = kv_blocks;
   return c;
 }
@@ -131,7 +145,7 @@ std::string synthetic_tiny() {
 
 TEST(Engine, SixteenPromptsBatchedEqualAloneStories260K) {
   REQUIRE_MODEL(path, "stories260K.gguf");
-  expect_batched_equals_alone(test_config(path, 512), 40);
+  expect_batched_equals_alone(path, test_config(512), 40);
 }
 
 // f16 weights: prompt tokens take the matmuls' prompt path where the CPU
@@ -139,48 +153,48 @@ TEST(Engine, SixteenPromptsBatchedEqualAloneStories260K) {
 // ones the f32 path, batched or alone.
 TEST(Engine, SixteenPromptsBatchedEqualAloneF16) {
   REQUIRE_MODEL(path, "TinyStories-656K.f16.gguf");
-  expect_batched_equals_alone(test_config(path, 512), 24);
+  expect_batched_equals_alone(path, test_config(512), 24);
 }
 
 TEST(Engine, SixteenPromptsBatchedEqualAloneSynthetic) {
-  expect_batched_equals_alone(test_config(synthetic_tiny(), 256), 24);
+  expect_batched_equals_alone(synthetic_tiny(), test_config(256), 24);
 }
 
 TEST(Engine, ChunkedPrefillAndPreemptionKeepOutputs) {
   REQUIRE_MODEL(path, "stories260K.gguf");
   // 16 prompts of ~60 tokens cannot all hold KV in 12 blocks at once: preemption.
-  EngineConfig c = test_config(path, 12);
+  InstanceConfig c = test_config(12);
   c.max_batch_tokens = 16;  // prompts are split into chunks; few sequences per step
-  c.max_seqs = 8;
   c.block_size = 8;
-  Engine engine(c);
-  const auto prompts = sixteen_prompts(engine.tokenizer());
+  Served s(path, c, {.max_seqs = 8});
+  const auto prompts = sixteen_prompts(s.tok());
   std::vector<RequestParams> requests;
   for (const auto& p : prompts) requests.push_back(greedy(p, 48));
-  const auto results = run_all(engine, requests);
+  const auto results = run_all(s.engine, requests);
   for (size_t i = 0; i < prompts.size(); ++i)
-    EXPECT_EQ(results[i].tokens, alone(engine.model(), engine.tokenizer(), prompts[i], 48)) << "prompt " << i;
-  const auto m = engine.metrics().scheduler;
+    EXPECT_EQ(results[i].tokens, alone(s.m(), s.tok(), prompts[i], 48)) << "prompt " << i;
+  const auto m = s.engine.metrics().scheduler;
   EXPECT_GT(m.preemptions, 0u);
   EXPECT_EQ(m.blocks_free, m.blocks_total);
 }
 
 TEST(Engine, PrefixCacheHitsKeepOutputs) {
   REQUIRE_MODEL(path, "stories260K.gguf");
-  Engine engine(test_config(path, 256));
+  Served s(path, test_config(256));
+  Engine& engine = s.engine;
   // A long shared opening, then different endings; run twice so the second round hits the cache.
-  const auto shared = engine.tokenizer().encode(
+  const auto shared = s.tok().encode(
       "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. One day,", true);
   std::vector<RequestParams> requests;
   for (const char* end : {" she saw", " her mom", " a dog", " it rained"}) {
     auto p = shared;
-    for (int32_t t : engine.tokenizer().encode(end, false)) p.push_back(t);
+    for (int32_t t : s.tok().encode(end, false)) p.push_back(t);
     requests.push_back(greedy(p, 20));
   }
   const auto first = run_all(engine, requests);
   const auto second = run_all(engine, requests);
   for (size_t i = 0; i < requests.size(); ++i) {
-    const auto expect = alone(engine.model(), engine.tokenizer(), requests[i].prompt, 20);
+    const auto expect = alone(s.m(), s.tok(), requests[i].prompt, 20);
     EXPECT_EQ(first[i].tokens, expect);
     EXPECT_EQ(second[i].tokens, expect);
   }
@@ -191,7 +205,8 @@ TEST(Engine, PrefixCacheHitsKeepOutputs) {
 
 TEST(Engine, OversizedPromptFailsAloneOthersFinish) {
   REQUIRE_MODEL(path, "stories260K.gguf");
-  Engine engine(test_config(path, 8));  // 8 blocks: 128 positions in the whole pool
+  Served s(path, test_config(8));  // 8 blocks: 128 positions in the whole pool
+  Engine& engine = s.engine;
   std::vector<RequestParams> requests{greedy(std::vector<int32_t>(300, 1), 4), greedy({1, 403, 407}, 8)};
   const auto results = run_all(engine, requests);
   EXPECT_EQ(results[0].reason, FinishReason::Error);
@@ -203,7 +218,8 @@ TEST(Engine, OversizedPromptFailsAloneOthersFinish) {
 TEST(Engine, CancelFreesBlocks) {
   REQUIRE_MODEL(path, "stories260K.gguf");
   // 256 blocks: room for the whole context, so a request without a token limit fits.
-  Engine engine(test_config(path, 256));
+  Served s(path, test_config(256));
+  Engine& engine = s.engine;
   std::mutex mu;
   std::condition_variable cv;
   bool finished = false;
@@ -231,4 +247,186 @@ TEST(Engine, CancelFreesBlocks) {
   lock.unlock();
   const auto m = engine.metrics().scheduler;
   EXPECT_EQ(m.blocks_free, m.blocks_total);
+}
+
+namespace {
+
+// All choices of one request with n > 1, in choice order.
+std::vector<Result> run_choices(Engine& engine, const RequestParams& request) {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<Result> results(static_cast<size_t>(request.n));
+  int done = 0;
+  uint64_t first = 0;
+  {
+    std::unique_lock lock(mu);
+    first = engine.submit(request, [&](const RequestOutput& out) {
+      std::lock_guard l(mu);
+      EXPECT_EQ(out.id, first + static_cast<uint64_t>(out.index));
+      Result& r = results.at(static_cast<size_t>(out.index));
+      for (const auto& t : out.tokens) r.tokens.push_back(t.token);
+      if (out.finished) {
+        r.reason = out.finish_reason;
+        r.error = out.error;
+        ++done;
+        cv.notify_all();
+      }
+    });
+    cv.wait(lock, [&] { return done == request.n; });
+  }
+  return results;
+}
+
+}  // namespace
+
+// No file: the engine over a fake instance, with prompts that share
+// prefixes, chunked prefill and a pool small enough to preempt.
+TEST(Engine, FakeModelRequestsEqualTheirSoloRuns) {
+  engine::testing::FakeInstance fake(/*num_blocks=*/24, /*block_size=*/4, /*vocab=*/64, /*max_context=*/96,
+                                     /*max_batch_tokens=*/16);
+  Engine engine({&fake}, {.max_seqs = 6});
+  std::vector<RequestParams> requests;
+  for (int i = 0; i < 24; ++i) {
+    std::vector<int32_t> prompt;
+    for (int t = 0; t < 10 + i % 7; ++t) prompt.push_back(1 + (i % 3 == 0 ? t : (t * 7 + i) % 63));
+    requests.push_back(greedy(prompt, 12));
+  }
+  const auto results = run_all(engine, requests);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    std::vector<int32_t> history = requests[i].prompt, expect;
+    for (int k = 0; k < 12; ++k) {
+      const int32_t t = fake.model().reference(history);
+      if (t == 0) break;  // the fake's end of generation
+      expect.push_back(t);
+      history.push_back(t);
+    }
+    EXPECT_EQ(results[i].tokens, expect) << "request " << i;
+  }
+  const auto m = engine.metrics().scheduler;
+  EXPECT_EQ(m.blocks_free, m.blocks_total);
+}
+
+// Two models, one thread pool, one engine: requests for either, submitted
+// together, give what each model gives alone.
+TEST(Engine, TwoModelsShareOneEngine) {
+  REQUIRE_MODEL(small, "stories260K.gguf");
+  REQUIRE_MODEL(f16, "TinyStories-656K.f16.gguf");
+  ThreadPool pool(2);
+  const auto a = model::LoadedModel::load(small, pool, test_config(256));
+  const auto b = model::LoadedModel::load(f16, pool, test_config(256));
+  Engine engine({a.get(), b.get()});
+  EXPECT_EQ(engine.num_models(), 2);
+  std::vector<RequestParams> requests;
+  const auto prompts_a = sixteen_prompts(a->tokenizer()), prompts_b = sixteen_prompts(b->tokenizer());
+  for (size_t i = 0; i < 8; ++i) {
+    requests.push_back(greedy(prompts_a[i], 16));
+    requests.push_back(greedy(prompts_b[i], 16));
+    requests.back().model = 1;
+  }
+  const auto results = run_all(engine, requests);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const model::LoadedModel& m = requests[i].model == 0 ? *a : *b;
+    EXPECT_EQ(results[i].tokens, alone(m.model(), m.tokenizer(), requests[i].prompt, 16)) << "request " << i;
+  }
+  for (int m = 0; m < 2; ++m) {
+    const auto metrics = engine.metrics(m);
+    EXPECT_EQ(metrics.requests_submitted, 8u);
+    EXPECT_EQ(metrics.scheduler.blocks_free, metrics.scheduler.blocks_total);
+  }
+  RequestParams bad = greedy(prompts_a[0], 4);
+  bad.model = 2;
+  EXPECT_THROW(engine.submit(bad, [](const RequestOutput&) {}), Error);
+}
+
+// Quantized weights give a generated token's KV the bits a prompt would:
+// the next turn, which repeats this one's prompt and answer, finds all of
+// their full blocks in the prefix cache and still answers as alone.
+TEST(Engine, NextTurnFindsThePreviousAnswerInThePrefixCache) {
+  REQUIRE_MODEL(path, "tinystories-656k-q8_0.gguf");
+  Served s(path, test_config(256));
+  ASSERT_TRUE(s.engine.info().generated_kv_matches_prompt);
+  const auto turn1 = s.tok().encode("Once upon a time, there was a little girl named Lily.", true);
+  const int n1 = 48;
+  RequestParams first = greedy(turn1, n1);
+  first.ignore_eos = true;
+  const auto answer = run_all(s.engine, {first})[0].tokens;
+  ASSERT_EQ(static_cast<int>(answer.size()), n1);
+  const uint64_t hits_before = s.engine.metrics().scheduler.prefix_hit_tokens;
+
+  std::vector<int32_t> turn2 = turn1;
+  turn2.insert(turn2.end(), answer.begin(), answer.end());
+  for (int32_t t : s.tok().encode(" Then she went home.", false)) turn2.push_back(t);
+  const auto second = run_all(s.engine, {greedy(turn2, 16)})[0].tokens;
+  EXPECT_EQ(second, alone(s.m(), s.tok(), turn2, 16));
+  // Computed KV of turn 1: its prompt and all but the last answer token.
+  const int block = s.engine.info().block_size;
+  const uint64_t full_blocks = static_cast<uint64_t>((turn1.size() + answer.size() - 1) / block);
+  EXPECT_GE(s.engine.metrics().scheduler.prefix_hit_tokens - hits_before, full_blocks * block);
+  EXPECT_GT(full_blocks * block, turn1.size());  // more than the prompt's blocks alone
+}
+
+// f16 weights may give prompt tokens other bits (their prompt path): only
+// prompt blocks are offered.
+TEST(Engine, F16OffersOnlyPromptBlocks) {
+  REQUIRE_MODEL(path, "TinyStories-656K.f16.gguf");
+  Served s(path, test_config(256));
+  if (s.engine.info().generated_kv_matches_prompt) GTEST_SKIP() << "no prompt path on this CPU";
+  const auto turn1 = s.tok().encode("Once upon a time, there was a little girl named Lily.", true);
+  RequestParams first = greedy(turn1, 48);
+  first.ignore_eos = true;
+  const auto answer = run_all(s.engine, {first})[0].tokens;
+  const uint64_t hits_before = s.engine.metrics().scheduler.prefix_hit_tokens;
+  std::vector<int32_t> turn2 = turn1;
+  turn2.insert(turn2.end(), answer.begin(), answer.end());
+  const auto second = run_all(s.engine, {greedy(turn2, 8)})[0].tokens;
+  EXPECT_EQ(second, alone(s.m(), s.tok(), turn2, 8));
+  const int block = s.engine.info().block_size;
+  EXPECT_EQ(s.engine.metrics().scheduler.prefix_hit_tokens - hits_before, turn1.size() / block * block);
+}
+
+// n choices share the prompt's KV: it is computed once, and choice i
+// samples what a request with seed + i samples alone.
+TEST(Engine, ChoicesForkFromOnePrompt) {
+  REQUIRE_MODEL(path, "stories260K.gguf");
+  Served s(path, test_config(256));
+  const auto prompt = s.tok().encode("Once upon a time, there was a little girl named Lily. She", true);
+  RequestParams p = greedy(prompt, 20);
+  p.sampling.temperature = 0.9f;
+  p.sampling.seed = 1234;
+  p.ignore_eos = true;
+  p.n = 4;
+  const auto choices = run_choices(s.engine, p);
+  const auto m = s.engine.metrics();
+  EXPECT_EQ(m.prompt_tokens, prompt.size());
+  EXPECT_EQ(m.scheduler.scheduled_tokens, prompt.size() + 4 * (20 - 1));  // the prompt once, then 19 decodes each
+  EXPECT_EQ(m.scheduler.blocks_free, m.scheduler.blocks_total);
+  for (int i = 0; i < 4; ++i) {
+    RequestParams one = p;
+    one.n = 1;
+    one.sampling.seed = 1234 + static_cast<uint64_t>(i);
+    EXPECT_EQ(choices[static_cast<size_t>(i)].tokens, run_all(s.engine, {one})[0].tokens) << "choice " << i;
+    EXPECT_EQ(choices[static_cast<size_t>(i)].reason, FinishReason::Length);
+  }
+  EXPECT_NE(choices[0].tokens, choices[1].tokens);
+}
+
+// Choices that cannot all run at once (max_seqs 2) queue and still finish;
+// cancelling one before it forks ends only that one.
+TEST(Engine, ChoicesBeyondMaxSeqsQueueAndCancelAlone) {
+  engine::testing::FakeInstance fake(32, 4, 64, 64, 16);
+  Engine engine({&fake}, {.max_seqs = 2});
+  RequestParams p = greedy({5, 6, 7, 8, 9, 10, 11}, 6);
+  p.ignore_eos = true;
+  p.n = 5;
+  const auto choices = run_choices(engine, p);
+  for (const Result& r : choices) {
+    EXPECT_EQ(r.reason, FinishReason::Length);
+    EXPECT_EQ(r.tokens, choices[0].tokens);  // greedy: every choice alike
+  }
+  EXPECT_EQ(engine.metrics().scheduler.blocks_free, engine.metrics().scheduler.blocks_total);
+
+  // A prompt longer than the context: every choice fails with it.
+  RequestParams bad = greedy(std::vector<int32_t>(80, 3), 4);
+  bad.n = 3;
+  for (const Result& r : run_choices(engine, bad)) EXPECT_EQ(r.reason, FinishReason::Error);
 }

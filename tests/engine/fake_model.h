@@ -34,24 +34,33 @@ class FakeModel {
     return token_from(state);
   }
 
-  // One sampled token per entry with needs_logits, in plan order.
-  std::vector<int32_t> run(const StepPlan& plan) {
+  // One result per entry with needs_logits, in plan order: a draft is
+  // verified greedily, as the engine will (the longest prefix of drafts the
+  // model agrees with, then the model's own next token).
+  std::vector<EntryResult> run(const StepPlan& plan) {
     for (const BlockCopy& c : plan.copies)
       for (int i = 0; i < block_size_; ++i) slot(c.dst, i) = slot(c.src, i);
-    std::vector<int32_t> sampled;
+    std::vector<EntryResult> results;
     for (const ScheduledSeq& e : plan.seqs) {
       const Sequence& s = *e.seq;
       for (int p = e.start; p < e.start + e.num_tokens; ++p) {
         const uint64_t prev = p == 0 ? kStart : at(s, p - 1);
         at(s, p) = mix(prev, s.all_tokens()[static_cast<size_t>(p)]);
       }
-      if (e.needs_logits) sampled.push_back(token_from(at(s, e.start + e.num_tokens - 1)));
+      if (!e.needs_logits) continue;
+      const int first = e.start + e.num_tokens - 1 - e.num_draft;  // the row before the first draft
+      int accepted = 0;
+      while (accepted < e.num_draft &&
+             token_from(at(s, first + accepted)) == s.all_tokens()[static_cast<size_t>(first + accepted + 1)])
+        ++accepted;
+      results.push_back({token_from(at(s, first + accepted)), accepted});
     }
-    return sampled;
+    return results;
   }
 
- private:
   static constexpr uint64_t kStart = 0x243F6A8885A308D3ULL;
+
+ private:
   static constexpr uint64_t kPoison = 0xDEADBEEFDEADBEEFULL;
 
   uint64_t& slot(int block, int offset) { return kv_.at(static_cast<size_t>(block) * block_size_ + offset); }

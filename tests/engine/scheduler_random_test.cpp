@@ -1,5 +1,6 @@
 // Property test: random arrivals, prompt lengths with shared prefixes,
-// cancels and forks over tiny pools and budgets. Whatever preemption,
+// cancels, forks, draft tokens (right, wrong or partly right) and rollbacks
+// over tiny pools and budgets. Whatever preemption,
 // chunking and prefix hits happen, every generated token must equal what the
 // model produces for that sequence alone, every request must end for a
 // valid reason, and no block may leak.
@@ -16,6 +17,7 @@ namespace llmserve::engine {
 namespace {
 
 using testing::Driver;
+using testing::StepRecord;
 
 constexpr int kVocab = 32;
 
@@ -34,6 +36,7 @@ class Workload {
     c.max_batch_tokens = uniform(c.max_seqs, 48);
     c.chunked_prefill = uniform(0, 3) != 0;
     c.max_context = uniform(0, 1) ? uniform(16, 64) : 0;
+    c.cache_generated_blocks = uniform(0, 1);
     if (uniform(0, 1)) c.eos_token_ids = {0};
     return c;
   }
@@ -106,7 +109,12 @@ void check_sequence(const Driver& d, const Sequence& s, const Expectation& e) {
   }
 }
 
-void run_workload(uint32_t seed) {
+// What the workloads exercised, so the test knows it covered them.
+struct Coverage {
+  int draft_entries = 0, truncations = 0;
+};
+
+void run_workload(uint32_t seed, Coverage& coverage) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   Workload w(seed);
   const SchedulerConfig config = w.config();
@@ -144,9 +152,39 @@ void run_workload(uint32_t seed) {
         expected.emplace(child, std::move(e));
       }
     }
+    if (w.uniform(0, 2) == 0) {
+      // A draft for a sequence about to decode: the model's own next tokens
+      // for a while, then guesses.
+      const Sequence* s = d.scheduler.find(random_id());
+      if (s && s->status == SequenceStatus::Running && s->num_uncomputed_tokens() == 1 && !s->cancel_requested) {
+        std::vector<int32_t> history(s->all_tokens().begin(), s->all_tokens().end());
+        std::vector<int32_t> draft;
+        const int right = w.uniform(0, 4);
+        for (int i = 0, k = w.uniform(1, 5); i < k; ++i) {
+          const int32_t t = i < right ? d.model.reference(history) : w.uniform(0, kVocab - 1);
+          draft.push_back(t);
+          history.push_back(t);
+        }
+        const int kept = d.scheduler.set_draft(s->id(), draft);
+        EXPECT_LE(kept, static_cast<int>(draft.size()));
+        EXPECT_EQ(s->num_draft_tokens, kept);
+      }
+    }
+    if (w.uniform(0, 9) == 0) {
+      const Sequence* s = d.scheduler.find(random_id());
+      if (s && s->num_generated_tokens() > 0 &&
+          (s->status == SequenceStatus::Waiting || s->num_uncomputed_tokens() == 1 + s->num_draft_tokens)) {
+        const int n = w.uniform(0, s->num_generated_tokens() - s->num_draft_tokens);
+        d.scheduler.truncate(s->id(), n);
+        ++coverage.truncations;
+        d.scheduler.check_invariants();
+      }
+    }
     d.collect();
     if (!d.scheduler.has_work()) continue;
-    if (d.step().empty()) {
+    const StepRecord record = d.step();
+    for (const auto& e : record.entries) coverage.draft_entries += e.num_draft > 0;
+    if (record.empty()) {
       ASSERT_FALSE(d.scheduler.has_work()) << "work is left but nothing was scheduled";
     }
   }
@@ -164,10 +202,13 @@ void run_workload(uint32_t seed) {
 }
 
 TEST(SchedulerProperty, RandomWorkloadsMatchSoloRunsAndLeakNothing) {
+  Coverage coverage;
   for (uint32_t seed = 1; seed <= 400; ++seed) {
-    run_workload(seed);
+    run_workload(seed, coverage);
     if (::testing::Test::HasFailure()) break;
   }
+  EXPECT_GT(coverage.draft_entries, 200);
+  EXPECT_GT(coverage.truncations, 100);
 }
 
 }  // namespace

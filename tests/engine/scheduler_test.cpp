@@ -311,7 +311,7 @@ TEST(Scheduler, EnforcesTheStepProtocol) {
   EXPECT_THROW(s.add(Sequence(1, tokens(0, 4), 4)), Error);
   EXPECT_EQ(s.schedule().seqs.size(), 1u);
   EXPECT_THROW(s.schedule(), Error);
-  const std::vector<int32_t> two{1, 2};
+  const std::vector<EntryResult> two{{1}, {2}};
   EXPECT_THROW(s.postprocess(two), Error);
   s.postprocess(std::span(two).first(1));
   EXPECT_EQ(s.find(1)->generated().size(), 1u);

@@ -146,7 +146,7 @@ TEST(Team, RunsEveryItemOfEveryStepOnce) {
     std::vector<std::vector<std::atomic<int>>> hits;
     for (int64_t s : sizes) hits.emplace_back(static_cast<size_t>(s));
     for (int round = 1; round <= 20; ++round) {
-      pool.run_team(static_cast<int>(sizes.size()), [&](Team& team) {
+      pool.run_team([&](Team& team) {
         ASSERT_EQ(team.size(), n);
         for (size_t s = 0; s < sizes.size(); ++s) {
           auto item = [&](int64_t i) { hits[s][i].fetch_add(1); };
@@ -172,7 +172,7 @@ TEST(Team, ShareRangesCoverEveryItemOnceWithinGrains) {
     for (const auto& s : steps) hits.emplace_back(static_cast<size_t>(s.first));
     std::atomic<int> bad_ranges{0};
     for (int round = 1; round <= 20; ++round) {
-      pool.run_team(static_cast<int>(steps.size()), [&](Team& team) {
+      pool.run_team([&](Team& team) {
         for (size_t s = 0; s < steps.size(); ++s) {
           const auto [items, grain] = steps[s];
           team.share_ranges(items, grain, [&](int64_t b, int64_t e) {
@@ -197,7 +197,7 @@ TEST(Team, StepsSeeThePreviousStepsWrites) {
   constexpr int kSteps = 40, kItems = 64;
   std::vector<std::vector<uint64_t>> value(kSteps, std::vector<uint64_t>(kItems));  // sums wrap
   for (int round = 0; round < 50; ++round) {
-    pool.run_team(kSteps, [&](Team& team) {
+    pool.run_team([&](Team& team) {
       for (int s = 0; s < kSteps; ++s) {
         auto item = [&, s](int64_t i) {
           if ((s * kItems + i + round) % 97 == 0) std::this_thread::sleep_for(std::chrono::microseconds(100));
@@ -230,7 +230,7 @@ TEST(Team, InterleavesWithOtherJobs) {
       pool.parallel_for_shares(5, [&](int64_t) { items.fetch_add(1); });
       want += 5;
     } else {
-      pool.run_team(3, [&](Team& team) {
+      pool.run_team([&](Team& team) {
         for (int s = 0; s < 3; ++s) team.share(s + round % 4, [&](int64_t) { items.fetch_add(1); });
       });
       want += 3 + 3 * (round % 4);

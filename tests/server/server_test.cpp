@@ -24,6 +24,7 @@ std::string model_file() {
 }
 
 struct Options {
+  std::string model;  // empty: the synthetic tiny model
   GatewayConfig gateway;
   HttpConfig http;
   int max_seqs = 8;
@@ -32,11 +33,11 @@ struct Options {
 class ServerTest : public ::testing::Test {
  protected:
   void start(Options o = {}) {
-    engine::EngineConfig e;
-    e.model_path = model_file();
+    ModelConfig e;
+    e.path = o.model.empty() ? model_file() : o.model;
     e.threads = 1;
-    e.kv_blocks = 256;
-    e.max_seqs = o.max_seqs;
+    e.instance.kv_blocks = 256;
+    e.engine.max_seqs = o.max_seqs;
     o.gateway.model_name = "tiny";
     o.http.port = 0;
     server_ = std::make_unique<Server>(e, o.gateway, o.http);
@@ -55,6 +56,17 @@ class ServerTest : public ::testing::Test {
     if (at == std::string::npos) return -1;
     const size_t sp = text.find("} ", at);
     return std::stod(text.substr(sp + 2));
+  }
+  // Reads a counter (the sum of its series) from /metrics; -1 when absent.
+  double metric_total(const std::string& name) {
+    HttpClient c = client();
+    const std::string text = c.request("GET", "/metrics", "").body;
+    double total = -1;
+    for (size_t at = 0; (at = text.find("\n" + name + "{", at)) != std::string::npos; ++at) {
+      const size_t sp = text.find("} ", at);
+      total = std::max(total, 0.0) + std::stod(text.substr(sp + 2));
+    }
+    return total;
   }
   // Polls until the engine holds no request and no KV block (bounded wait).
   bool settles_to_idle() {
@@ -251,6 +263,49 @@ TEST_F(ServerTest, DrainFinishesInFlightAndRefusesNew) {
   const std::string body = first.get();
   EXPECT_TRUE(body.ends_with("data: [DONE]\n\n"));
   EXPECT_TRUE(drained.get());
+}
+
+}  // namespace
+}  // namespace llmserve::server
+
+namespace llmserve::server {
+namespace {
+
+// n choices share one prompt: its tokens are counted (and computed) once.
+TEST_F(ServerTest, ChoicesCountThePromptOnce) {
+  start();
+  const Json req = {{"prompt", "Once upon a time there was"}, {"max_tokens", 6}, {"n", 4}, {"seed", 5}};
+  const HttpResult r = post("/v1/completions", req);
+  ASSERT_EQ(r.status, 200) << r.body;
+  const Json j = Json::parse(r.body);
+  EXPECT_EQ(j["choices"].size(), 4u);
+  const int prompt = j["usage"]["prompt_tokens"].get<int>();
+  EXPECT_EQ(metric_total("llmserve:prompt_tokens_total"), prompt);
+}
+
+// A chat's second turn repeats the first turn and its answer: on a Q8_0
+// model, whose generated tokens' KV is what a prompt would compute, every
+// full block of the first turn is found in the prefix cache, also where
+// re-encoding the answer's text would split it differently.
+TEST_F(ServerTest, ChatNextTurnFindsThePreviousTurnInThePrefixCache) {
+  REQUIRE_MODEL(path, "tinystories-656k-q8_0.gguf");
+  Options o;
+  o.model = path;
+  start(o);
+  for (const char* question : {"Tell me a story about a cat.", "What did the dog do?"}) {
+    Json messages = Json::array({{{"role", "user"}, {"content", question}}});
+    const HttpResult first = post("/v1/chat/completions", {{"messages", messages}, {"max_tokens", 48}, {"temperature", 0}});
+    ASSERT_EQ(first.status, 200) << first.body;
+    const Json j = Json::parse(first.body);
+    const int turn = j["usage"]["prompt_tokens"].get<int>() + j["usage"]["completion_tokens"].get<int>();
+    messages.push_back({{"role", "assistant"}, {"content", j["choices"][0]["message"]["content"]}});
+    messages.push_back({{"role", "user"}, {"content", "And then?"}});
+    const double hits = metric_total("llmserve:prefix_cache_hits_total");
+    const HttpResult second = post("/v1/chat/completions", {{"messages", messages}, {"max_tokens", 4}, {"temperature", 0}});
+    ASSERT_EQ(second.status, 200) << second.body;
+    // The first turn's KV: its prompt and every answer token but the last.
+    EXPECT_GE(metric_total("llmserve:prefix_cache_hits_total") - hits, (turn - 1) / 16 * 16) << question;
+  }
 }
 
 }  // namespace

@@ -1,0 +1,87 @@
+#pragma once
+// A model as the engine drives it: a forward pass over a ragged batch that
+// reads and writes a paged KV pool, and the facts the scheduler needs.
+// Instances are built outside the engine and handed to it; several can
+// share one ThreadPool (one engine loop runs one step at a time). Tests
+// drive the engine with a fake instance that needs no file.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "gguf/types.h"
+#include "model/kv_cache.h"
+#include "model/model.h"
+#include "model/runner.h"
+#include "tokenizer/tokenizer.h"
+
+namespace llmserve {
+class ThreadPool;
+}
+
+namespace llmserve::model {
+
+struct InstanceInfo {
+  int n_vocab = 0;
+  int max_context = 0;        // tokens per sequence, prompt + generated
+  int kv_blocks = 0;          // the KV pool
+  int block_size = 16;        // tokens per block
+  int max_batch_tokens = 0;   // most rows one forward pass takes
+  std::vector<int32_t> end_of_generation;
+  // A generated token's KV has the bits a prompt holding that token would
+  // give it (every weight type but f16/bf16 with a prompt path): the prefix
+  // cache may then offer generated blocks to later prompts.
+  bool generated_kv_matches_prompt = false;
+};
+
+class Instance {
+ public:
+  virtual ~Instance() = default;
+  virtual const InstanceInfo& info() const = 0;
+  // ModelRunner::forward's contract: the wanted rows' logits, valid until the next call.
+  virtual std::span<float> forward(std::span<const SeqBatch> batch) = 0;
+  virtual void copy_block(int src, int dst) = 0;  // copy-on-write
+};
+
+struct InstanceConfig {
+  size_t kv_bytes = size_t{2} << 30;  // KV pool budget (--kv-mem) when kv_blocks == 0
+  int kv_blocks = 0;                  // exact pool size (--kv-blocks), overrides kv_bytes
+  int block_size = 16;
+  gguf::TensorType kv_type = gguf::TensorType::F16;
+  // Rows per forward pass (--max-batch-tokens): prefill throughput is flat
+  // from 128 up while every running decode waits for the whole step
+  // (docs/performance.md).
+  int max_batch_tokens = 128;
+  int max_context = 0;                // 0: the model's training context
+};
+
+// A GGUF model with its tokenizer, KV pool and runner.
+class LoadedModel final : public Instance {
+ public:
+  // Throws Error (a bad file, a pool too small for one block, ...).
+  static std::unique_ptr<LoadedModel> load(const std::string& path, ThreadPool& pool, const InstanceConfig& config);
+
+  const InstanceInfo& info() const override { return info_; }
+  std::span<float> forward(std::span<const SeqBatch> batch) override { return runner_.forward(batch); }
+  void copy_block(int src, int dst) override { kv_.copy_block(src, dst); }
+
+  const std::string& path() const { return path_; }
+  const Model& model() const { return *model_; }
+  const tok::Tokenizer& tokenizer() const { return *tokenizer_; }
+  KvCache& kv() { return kv_; }
+  ModelRunner& runner() { return runner_; }
+
+ private:
+  LoadedModel(std::string path, std::unique_ptr<Model> model, ThreadPool& pool, const InstanceConfig& config);
+
+  std::string path_;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<tok::Tokenizer> tokenizer_;
+  KvCache kv_;
+  ModelRunner runner_;
+  InstanceInfo info_;
+};
+
+}  // namespace llmserve::model

@@ -10,17 +10,9 @@
 #include "core/error.h"
 #include "gguf/quant.h"
 #include "kernels/attention_isa.h"
+#include "kernels/isa_kernels.h"
 
 namespace llmserve::kernels {
-
-const AttentionKernels& attention_kernels(Isa isa) {
-  switch (isa) {
-    case Isa::avx512: return avx512::kAttentionKernels;
-    case Isa::avx2: return avx2::kAttentionKernels;
-    case Isa::scalar: break;
-  }
-  return scalar::kAttentionKernels;
-}
 
 namespace {
 
@@ -66,7 +58,8 @@ void AttentionJob::plan(const AttentionShape& shape, const KvLayout& layout, con
   // 64 rows, BM_AttentionPrefillF16 (7 rounds alternated, medians): 512
   // tokens +6%, 128 tokens +1%.
   const int tokens_per_item = group >= 128 ? 1 : 128 / group;
-  const int lanes = attention_kernels(active_isa()).lanes;
+  kernels_ = active_kernels().attention;
+  const int lanes = kernels_->lanes;
   items_.clear();
   int item_heads = 1;
   for (int s = 0; s < n_seqs; ++s) {
@@ -192,7 +185,7 @@ void AttentionJob::run_merge(int64_t i) const {
 void AttentionJob::run_item(int64_t i, const uint8_t* k, const uint8_t* v) const {
   thread_local std::vector<CacheLine> scratch;
   if (scratch.size() * 16 < static_cast<size_t>(scratch_floats_)) scratch.resize((scratch_floats_ + 15) / 16);
-  attention_kernels(active_isa()).item({shape_, layout_, k, v}, items_[i], scratch.data()->f);
+  kernels_->item({shape_, layout_, k, v}, items_[i], scratch.data()->f);
 }
 
 void attention(const AttentionShape& shape, const KvLayout& layout, const uint8_t* k, const uint8_t* v,

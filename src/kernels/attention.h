@@ -42,6 +42,8 @@ struct AttentionSeq {
 void attention(const AttentionShape& shape, const KvLayout& layout, const uint8_t* k, const uint8_t* v,
                const AttentionSeq* seqs, int n_seqs, ThreadPool& pool);
 
+struct AttentionKernels;  // attention_isa.h
+
 // One work item: query rows [t0, t1) of `seq`, for the query heads that
 // share KV heads [kv_head, kv_head + n_heads), over the keys at positions
 // [k0, k1) of those the rows see (k1 < 0: up to the last row's position).
@@ -99,6 +101,7 @@ class AttentionJob {
     const float* parts;  // its parts' partials, one after another
     int n_parts;
   };
+  const AttentionKernels* kernels_ = nullptr;  // the active ISA's, chosen by plan()
   AttentionShape shape_;
   KvLayout layout_;
   int64_t scratch_floats_ = 0;

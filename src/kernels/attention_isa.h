@@ -1,10 +1,10 @@
 #pragma once
-// Internal: the per-ISA attention worker behind attention.h.
+// Internal: the per-ISA attention worker behind attention.h, each ISA's
+// part of its IsaKernels (isa_kernels.h).
 #include <algorithm>
 #include <cstdint>
 
 #include "kernels/attention.h"
-#include "kernels/cpu.h"
 
 namespace llmserve::kernels {
 
@@ -26,8 +26,6 @@ struct AttentionKernels {
 namespace scalar { extern const AttentionKernels kAttentionKernels; }
 namespace avx2 { extern const AttentionKernels kAttentionKernels; }
 namespace avx512 { extern const AttentionKernels kAttentionKernels; }
-
-const AttentionKernels& attention_kernels(Isa isa);
 
 // Query rows per KV head (group size x tokens) up to which an item takes
 // the narrow or lone path (attention_impl.h, item()) instead of tiles:

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "gguf/quant.h"
+#include "kernels/isa_kernels.h"
 #include "kernels/large_alloc.h"
 #include "kernels/panel.h"
 
@@ -83,15 +84,6 @@ constexpr int64_t kAmxTileTokens = 32;
 constexpr int64_t kAmxInt8Tokens = 64;
 
 }  // namespace
-
-const MatmulKernels& matmul_kernels(Isa isa) {
-  switch (isa) {
-    case Isa::avx512: return avx512::kMatmulKernels;
-    case Isa::avx2: return avx2::kMatmulKernels;
-    case Isa::scalar: break;
-  }
-  return scalar::kMatmulKernels;
-}
 
 PackedWeights::PackedWeights(size_t bytes) : size_(bytes) {
   void* p = allocate_large(bytes);
@@ -221,7 +213,7 @@ MatmulJob::MatmulJob(std::span<const MatmulTarget> targets, const float* x, int6
     throw Error("matmul: at most " + std::to_string(kMaxTargets) + " targets may share an input");
   if (n_prompt < 0 || n_prompt > n_tokens) throw Error("matmul: prompt tokens outside [0, n_tokens]");
   if (targets.empty() || n_tokens <= 0) return;
-  kernels_ = &matmul_kernels(active_isa());
+  kernels_ = active_kernels().matmul;
   prefetch_ = prefetch_weights();
   nta_ = prefetch_non_temporal();
   cols_ = targets[0].w->cols;
@@ -317,7 +309,73 @@ uint8_t* chunk_scratch(std::vector<CacheLine>& buf, const ChunkPanels& c) {
   return scratch(buf, c.scratch_bytes() / 64)->bytes;
 }
 
+// Panels packed, widened or unpacked by a run go to the thread's scratch,
+// once per run: the run's next chunks, which the thread most often takes
+// next, find them there. `derived` holds the widened f32 panels of a float
+// run or the tiles of its prompt path or of AMX-INT8 (an f16 or bf16 run
+// can have chunks of both), keyed apart.
+struct RunScratch {
+  // (job, run; 2 run + tiles for derived)
+  std::pair<uint64_t, int64_t> packed_for{0, -1}, derived_for{0, -1}, whole_for{0, -1};
+  std::vector<CacheLine> packed, derived, whole;
+};
+
+// A tile path's unpacking of one slice panel: unpack(format, slice panel,
+// its columns, its first record).
+using Unpack = void (*)(PanelFormat, const uint8_t*, int64_t, uint8_t*);
+
 }  // namespace
+
+// One run_panels call: panels [p0, p1) of one target, all their column
+// slices, times the job's tokens [t_begin, t_end), and one function per
+// path those tokens and panels may take.
+struct MatmulJob::Run {
+  const MatmulJob& job;
+  const Matrix& w;
+  float* y;  // the target's
+  int64_t p0, p1, t_begin, t_end;
+  PanelFormat format;
+  PackedLayout layout;
+  bool quantized;
+  int64_t nb;        // activation blocks per token
+  int last_rows;     // valid rows of panel p1 - 1
+  int64_t tile_tokens;  // tokens from t_begin on that take the AMX-INT8 tiles
+  ChunkPanels panels;
+  RunScratch& own;
+  std::pair<uint64_t, int64_t> key, derived_key;  // own.packed_for and whole_for; own.derived_for
+  bool fresh;  // own.derived holds another run's panels
+
+  float* y_at(int64_t t) const { return y + t * w.rows + p0 * kPanelRows; }
+  // Unprepared weights: the run's panels packed from the GGUF rows.
+  void pack();
+  // The run's panels as a tile path's records of block_bytes per panel and
+  // block, panel i's block b at i * nb + b (every slice's blocks in order).
+  const uint8_t* unpacked(int64_t block_bytes, Unpack unpack) const;
+  // The panel kernels' arguments for tokens [t0, t0 + n); t0 starts a group
+  // of the int8 tokens (token_block_ is a multiple of kActGroup), and the
+  // groups before it are full.
+  PanelArgs args(int64_t t0, int64_t n) const;
+
+  // The prompt paths (PromptPath).
+  void prompt_amx_bf16() const;
+  void prompt_int16() const;
+  // Quantized weights' first tile_tokens tokens.
+  void amx_int8() const;
+  // Many tokens over f16 / bf16 weights: widened to f32 once per run, for
+  // the f32 kernel to reuse across all the tokens (see kWidenTokens). The
+  // float formats slice alike (panel.h: slice_cols), so slice s is slice s.
+  void widened_f32() const;
+  // Prefill's tiles of tokens over a sliced quantized matrix without the
+  // AMX tiles: the run's panels gathered whole once (a panel's slices end to
+  // end are its packing over all the columns) and taken in one call. Slice
+  // by slice, every call would load and store its tokens' sums, rows of y
+  // w.rows floats apart, which for many rows fall into one L1 set.
+  void whole_panels() const;
+  // The tokens after tile_tokens, slice after slice, each slice's sums
+  // going on from the last one's. Widened panels are in L2 already: no
+  // prefetching them.
+  void slice_by_slice() const;
+};
 
 void MatmulJob::run_chunk(int64_t c) const {
   const int64_t blocks_per_run = prompt_blocks_ + token_blocks_;
@@ -361,139 +419,126 @@ void MatmulJob::run_panels(const Target* t, int64_t p0, int64_t p1, int64_t bloc
   const PanelFormat format = panel_format(w.type);
   const PackedLayout layout(format, w.rows, cols_);
   const bool quantized = is_quantized(format);
-  const int64_t nb = cols_ / kQBlock;
-
-  // Panels packed, widened or unpacked here go to the thread's scratch,
-  // once per run: the run's next chunks, which the thread most often takes
-  // next, find them there. `derived` holds the widened f32 panels of a
-  // float run or the tiles of its prompt path or of AMX-INT8 (an f16 or
-  // bf16 run can have chunks of both), keyed apart.
-  struct RunScratch {
-    // (job, run; 2 run + tiles for derived)
-    std::pair<uint64_t, int64_t> packed_for{0, -1}, derived_for{0, -1}, whole_for{0, -1};
-    std::vector<CacheLine> packed, derived, whole;
-  };
-  thread_local RunScratch own;
-  const std::pair<uint64_t, int64_t> key{serial_, run};
-  ChunkPanels panels{layout, has_own_panel_format(w.type) ? w.packed : nullptr, true, p0, p1 - p0};
-  if (!panels.base) {  // unprepared: packed here, from the GGUF rows
-    panels.prepared = false;
-    uint8_t* packed = chunk_scratch(own.packed, panels);
-    for (int64_t s = 0; own.packed_for != key && s < layout.slices.count; ++s) {
-      const Matrix slice = column_slice(w, layout.slices, s);
-      for (int64_t q = p0; q < p1; ++q) pack_panel(slice, q, packed + panels.at(s, q - p0));
-    }
-    own.packed_for = key;
-    panels.base = packed;
-  }
   // Quantized runs' whole groups of tokens go through the AMX-INT8 tiles,
   // the rest (the job's last group, when not whole) through the panel
   // kernels: the same bits either way (matmul.h).
   const int64_t tile_tokens = int8_tiles_ && quantized ? (t_end - t_begin) / kActGroup * kActGroup : 0;
-  const bool tiles = prompt || tile_tokens > 0;
-  const std::pair<uint64_t, int64_t> derived_key{serial_, 2 * run + (tiles ? 1 : 0)};
-  const bool fresh = own.derived_for != derived_key;
-  const int last_rows = static_cast<int>(std::min<int64_t>(kPanelRows, w.rows - (p1 - 1) * kPanelRows));
-  // The run's panels as a tile path's records of block_bytes per panel and
-  // block, panel i's block b at i * nb + b (every slice's blocks in
-  // order), written by unpack(format, slice panel, its columns, its first
-  // record) once per run into the thread's scratch.
-  using Unpack = void (*)(PanelFormat, const uint8_t*, int64_t, uint8_t*);
-  auto unpacked = [&](int64_t block_bytes, Unpack unpack) {
-    uint8_t* out = scratch(own.derived, panels.n * nb * block_bytes / 64)->bytes;
-    if (fresh)
-      panels.each_slice_panel([&](const uint8_t* p, int64_t cols, int64_t i, int64_t s) {
-        unpack(format, p, cols, out + (i * nb + s * layout.slices.width / kQBlock) * block_bytes);
-      });
-    own.derived_for = derived_key;
-    return out;
-  };
-  float* const y0 = t->y + t_begin * w.rows + p0 * kPanelRows;
-  if (prompt && prompt_path_ == PromptPath::amx_bf16) {
-    const int w_parts = amx::bf16_weight_parts(format);
-    const auto* out = reinterpret_cast<const uint16_t*>(
-        unpacked(w_parts * kBf16TileValues * 2, [](PanelFormat f, const uint8_t* p, int64_t cols, uint8_t* to) {
-          amx::split_bf16(f, p, cols, reinterpret_cast<uint16_t*>(to));
-        }));
-    const uint16_t* x = reinterpret_cast<const uint16_t*>(prompt_acts_) + bf16_act_index(t_begin, 0, nb);
-    amx::bf16_panels({out, panels.n, nb, x, t_end - t_begin, y0, w.rows, last_rows, w_parts});
-    return;
-  }
-  if (prompt) {  // PromptPath::int16
-    const uint8_t* out = unpacked(int16::kBlockBytes, int16::unpack);
-    int16::panels({out, panels.n, nb, prompt_acts_ + t_begin / 16 * nb * int16::kBlockBytes, t_end - t_begin, y0,
-                   w.rows, last_rows});
-    return;
-  }
+  thread_local RunScratch own;
+  const std::pair<uint64_t, int64_t> key{serial_, run}, derived_key{serial_, 2 * run + (prompt || tile_tokens > 0)};
+  Run r{*this, w, t->y, p0, p1, t_begin, t_end, format, layout, quantized, cols_ / kQBlock,
+        static_cast<int>(std::min<int64_t>(kPanelRows, w.rows - (p1 - 1) * kPanelRows)), tile_tokens,
+        {layout, has_own_panel_format(w.type) ? w.packed : nullptr, true, p0, p1 - p0},
+        own, key, derived_key, own.derived_for != derived_key};
+  if (!r.panels.base) r.pack();
 
-  PanelArgs a{};
-  a.n_panels = panels.n;
-  a.x_stride = quantized ? nb : cols_;
-  a.y_stride = w.rows;
-  a.rows = last_rows;
-  // Tokens from t0 on; t0 starts a group of the int8 tokens (token_block_ is
-  // a multiple of kActGroup), and the groups before it are full.
-  auto set_tokens = [&](int64_t t0, int64_t n) {
-    a.n_tokens = n;
-    a.y = t->y + t0 * w.rows + p0 * kPanelRows;
-    a.x = quantized ? static_cast<const void*>(acts_ + (t0 - n_prompt_) * nb)
-                    : static_cast<const void*>(x_ + t0 * cols_);
-  };
+  if (prompt) return prompt_path_ == PromptPath::amx_bf16 ? r.prompt_amx_bf16() : r.prompt_int16();
   if (tile_tokens > 0) {
-    // All the slices in one call: their sums are one pass's (PanelArgs::resume).
-    set_tokens(t_begin, tile_tokens);
-    a.panel = unpacked(amx::kInt8BlockBytes, amx::unpack_int8);
-    a.panel_stride = nb * amx::kInt8BlockBytes;
-    a.cols = cols_;
-    amx::int8_panels(format, a);
+    r.amx_int8();
     if (tile_tokens == t_end - t_begin) return;
   }
-  // Many tokens over f16 / bf16 weights: widened to f32 once per run, for
-  // the f32 kernel to reuse across all the tokens (see kWidenTokens). The
-  // float formats slice alike (panel.h: slice_cols), so slice s is slice s.
-  if (kernels_->widen && n_tokens_ >= kWidenTokens && (format == PanelFormat::f16 || format == PanelFormat::bf16)) {
-    const ChunkPanels from = panels;
-    panels = {PackedLayout(PanelFormat::f32, w.rows, cols_), nullptr, false, p0, p1 - p0};
-    uint8_t* wide = chunk_scratch(own.derived, panels);
-    if (fresh)
-      from.each_slice_panel([&](const uint8_t* p, int64_t cols, int64_t i, int64_t s) {
-        kernels_->widen(format, p, cols, reinterpret_cast<float*>(wide + panels.at(s, i)));
-      });
-    own.derived_for = derived_key;
-    panels.base = wide;
-  }
+  if (kernels_->widen && n_tokens_ >= kWidenTokens && (format == PanelFormat::f16 || format == PanelFormat::bf16))
+    return r.widened_f32();
+  if (quantized && n_tokens_ > kActGroup && tile_tokens == 0 && layout.slices.count > 1) return r.whole_panels();
+  r.slice_by_slice();
+}
 
-  // The rest of the tokens, slice after slice, each slice's sums going on
-  // from the last one's. Widened panels are in L2 already: no prefetching
-  // them.
-  const bool widened = panels.layout.format != format;
-  const PanelKernel kernel = kernels_->panel[prefetch_ && !widened][nta_][static_cast<int>(panels.layout.format)];
-  const int64_t t0 = t_begin + tile_tokens;
-  set_tokens(t0, t_end - t0);
-  // Prefill's tiles of tokens over a sliced quantized matrix without the
-  // AMX tiles: the run's panels gathered whole once (a panel's slices end to
-  // end are its packing over all the columns) and taken in one call. Slice
-  // by slice, every call loaded and stored its 16 tokens' sums, rows of y
-  // w.rows floats apart, for 2048 rows all in one L1 set: tinyllama pp512
-  // Q8_0 0.91-0.95x (VNNI, 512-column slices, 5 rounds alternated).
-  if (quantized && n_tokens_ > kActGroup && tile_tokens == 0 && layout.slices.count > 1) {
-    const size_t whole_bytes = layout.whole_panel_bytes();
-    uint8_t* whole = scratch(own.whole, panels.n * whole_bytes / 64)->bytes;
-    if (own.whole_for != key)
-      panels.each_slice_panel([&](const uint8_t* p, int64_t, int64_t i, int64_t s) {
-        std::memcpy(whole + i * whole_bytes + s * layout.slice_panel_bytes(0), p, panels.stride(s));
-      });
-    own.whole_for = key;
-    a.cols = cols_;
-    a.panel = whole;
-    a.panel_stride = whole_bytes;
-    kernel(a);
-    return;
+void MatmulJob::Run::pack() {
+  panels.prepared = false;
+  uint8_t* packed = chunk_scratch(own.packed, panels);
+  for (int64_t s = 0; own.packed_for != key && s < layout.slices.count; ++s) {
+    const Matrix slice = column_slice(w, layout.slices, s);
+    for (int64_t q = p0; q < p1; ++q) pack_panel(slice, q, packed + panels.at(s, q - p0));
   }
+  own.packed_for = key;
+  panels.base = packed;
+}
+
+const uint8_t* MatmulJob::Run::unpacked(int64_t block_bytes, Unpack unpack) const {
+  uint8_t* out = scratch(own.derived, panels.n * nb * block_bytes / 64)->bytes;
+  if (fresh)
+    panels.each_slice_panel([&](const uint8_t* p, int64_t cols, int64_t i, int64_t s) {
+      unpack(format, p, cols, out + (i * nb + s * layout.slices.width / kQBlock) * block_bytes);
+    });
+  own.derived_for = derived_key;
+  return out;
+}
+
+PanelArgs MatmulJob::Run::args(int64_t t0, int64_t n) const {
+  PanelArgs a{};
+  a.n_panels = panels.n;
+  a.x_stride = quantized ? nb : job.cols_;
+  a.y_stride = w.rows;
+  a.rows = last_rows;
+  a.n_tokens = n;
+  a.y = y_at(t0);
+  a.x = quantized ? static_cast<const void*>(job.acts_ + (t0 - job.n_prompt_) * nb)
+                  : static_cast<const void*>(job.x_ + t0 * job.cols_);
+  return a;
+}
+
+void MatmulJob::Run::prompt_amx_bf16() const {
+  const int w_parts = amx::bf16_weight_parts(format);
+  const auto* tiles = reinterpret_cast<const uint16_t*>(
+      unpacked(w_parts * kBf16TileValues * 2, [](PanelFormat f, const uint8_t* p, int64_t cols, uint8_t* to) {
+        amx::split_bf16(f, p, cols, reinterpret_cast<uint16_t*>(to));
+      }));
+  const uint16_t* x = reinterpret_cast<const uint16_t*>(job.prompt_acts_) + bf16_act_index(t_begin, 0, nb);
+  amx::bf16_panels({tiles, panels.n, nb, x, t_end - t_begin, y_at(t_begin), w.rows, last_rows, w_parts});
+}
+
+void MatmulJob::Run::prompt_int16() const {
+  const uint8_t* records = unpacked(int16::kBlockBytes, int16::unpack);
+  int16::panels({records, panels.n, nb, job.prompt_acts_ + t_begin / 16 * nb * int16::kBlockBytes, t_end - t_begin,
+                 y_at(t_begin), w.rows, last_rows});
+}
+
+void MatmulJob::Run::amx_int8() const {
+  // All the slices in one call: their sums are one pass's (PanelArgs::resume).
+  PanelArgs a = args(t_begin, tile_tokens);
+  a.panel = unpacked(amx::kInt8BlockBytes, amx::unpack_int8);
+  a.panel_stride = nb * amx::kInt8BlockBytes;
+  a.cols = job.cols_;
+  amx::int8_panels(format, a);
+}
+
+void MatmulJob::Run::widened_f32() const {
+  Run wide = *this;
+  wide.panels = {PackedLayout(PanelFormat::f32, w.rows, job.cols_), nullptr, false, p0, p1 - p0};
+  uint8_t* out = chunk_scratch(own.derived, wide.panels);
+  if (fresh)
+    panels.each_slice_panel([&](const uint8_t* p, int64_t cols, int64_t i, int64_t s) {
+      job.kernels_->widen(format, p, cols, reinterpret_cast<float*>(out + wide.panels.at(s, i)));
+    });
+  own.derived_for = derived_key;
+  wide.panels.base = out;
+  wide.slice_by_slice();
+}
+
+void MatmulJob::Run::whole_panels() const {
+  const size_t whole_bytes = layout.whole_panel_bytes();
+  uint8_t* whole = scratch(own.whole, panels.n * whole_bytes / 64)->bytes;
+  if (own.whole_for != key)
+    panels.each_slice_panel([&](const uint8_t* p, int64_t, int64_t i, int64_t s) {
+      std::memcpy(whole + i * whole_bytes + s * layout.slice_panel_bytes(0), p, panels.stride(s));
+    });
+  own.whole_for = key;
+  PanelArgs a = args(t_begin, t_end - t_begin);
+  a.cols = job.cols_;
+  a.panel = whole;
+  a.panel_stride = whole_bytes;
+  job.kernels_->panel[job.prefetch_][job.nta_][static_cast<int>(format)](a);
+}
+
+void MatmulJob::Run::slice_by_slice() const {
+  const bool widened = panels.layout.format != format;
+  const PanelKernel kernel =
+      job.kernels_->panel[job.prefetch_ && !widened][job.nta_][static_cast<int>(panels.layout.format)];
+  const int64_t t0 = t_begin + tile_tokens;
+  PanelArgs a = args(t0, t_end - t0);
   const void* x0 = a.x;
   for (int64_t s = 0; s < layout.slices.count; ++s) {
     const int64_t c0 = s * layout.slices.width;
-    a.cols = layout.slices.cols(s, cols_);
+    a.cols = layout.slices.cols(s, job.cols_);
     a.resume = s > 0;
     if (quantized) a.x_block0 = c0 / kQBlock;  // act_row finds the slice's blocks
     else a.x = static_cast<const float*>(x0) + c0;

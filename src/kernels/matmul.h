@@ -233,8 +233,11 @@ class MatmulJob {
   // The target run r belongs to, and the run's first panel.
   std::pair<const Target*, int64_t> locate(int64_t r) const;
   // Panels [p0, p1) of one target (within a run, or runs of one tile when
-  // a run has one block of tokens) times block `block` of the tokens.
+  // a run has one block of tokens) times block `block` of the tokens: sets
+  // up a Run and calls the path it takes, one function per path (Run,
+  // matmul.cpp).
   void run_panels(const Target* t, int64_t p0, int64_t p1, int64_t block) const;
+  struct Run;
 
   Target targets_[kMaxTargets] = {};
   const MatmulKernels* kernels_ = nullptr;

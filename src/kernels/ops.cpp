@@ -4,21 +4,19 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/isa_kernels.h"
 #include "kernels/ops_isa.h"
 
 namespace llmserve::kernels {
 
-const OpsKernels& ops_kernels(Isa isa) {
-  switch (isa) {
-    case Isa::avx512: return avx512::kOpsKernels;
-    case Isa::avx2: return avx2::kOpsKernels;
-    case Isa::scalar: break;
-  }
-  return scalar::kOpsKernels;
-}
+namespace {
+
+const OpsKernels& ops() { return *active_kernels().ops; }
+
+}  // namespace
 
 void rmsnorm(const float* x, const float* weight, float eps, int64_t dim, int64_t n_rows, float* y) {
-  const auto f = ops_kernels(active_isa()).rmsnorm;
+  const auto f = ops().rmsnorm;
   for (int64_t r = 0; r < n_rows; ++r) f(x + r * dim, weight, eps, dim, y + r * dim);
 }
 
@@ -27,7 +25,7 @@ int64_t argmax(const float* x, int64_t n) {
   // that holds the maximum: one pass over x, a vector at a time, and a short
   // scan (a scan of all of x for the maximum cost as much as the max itself).
   constexpr int64_t kBlock = 256;
-  const auto max_value = ops_kernels(active_isa()).max_value;
+  const auto max_value = ops().max_value;
   int64_t best_block = 0;
   float best = max_value(x, std::min(n, kBlock));
   for (int64_t b = kBlock; b < n; b += kBlock) {
@@ -39,15 +37,15 @@ int64_t argmax(const float* x, int64_t n) {
   return first != block_end ? first - x : best_block;  // not found: a NaN maximum
 }
 
-void softmax(float* x, int64_t n) { ops_kernels(active_isa()).softmax(x, n); }
+void softmax(float* x, int64_t n) { ops().softmax(x, n); }
 
 void silu_mul(const float* gate, const float* up, int64_t n, float* out) {
-  ops_kernels(active_isa()).silu_mul(gate, up, n, out);
+  ops().silu_mul(gate, up, n, out);
 }
 
-void add(const float* a, const float* b, int64_t n, float* out) { ops_kernels(active_isa()).add(a, b, n, out); }
+void add(const float* a, const float* b, int64_t n, float* out) { ops().add(a, b, n, out); }
 
-void to_f16(const float* x, int64_t n, uint16_t* out) { ops_kernels(active_isa()).to_f16(x, n, out); }
+void to_f16(const float* x, int64_t n, uint16_t* out) { ops().to_f16(x, n, out); }
 
 namespace reference {
 

@@ -1,8 +1,7 @@
 #pragma once
-// Internal: the per-ISA row ops behind ops.h (instantiations of ops_impl.h).
+// Internal: the per-ISA row ops behind ops.h (instantiations of ops_impl.h),
+// each ISA's part of its IsaKernels (isa_kernels.h).
 #include <cstdint>
-
-#include "kernels/cpu.h"
 
 namespace llmserve::kernels {
 
@@ -18,7 +17,5 @@ struct OpsKernels {
 namespace scalar { extern const OpsKernels kOpsKernels; }
 namespace avx2 { extern const OpsKernels kOpsKernels; }
 namespace avx512 { extern const OpsKernels kOpsKernels; }
-
-const OpsKernels& ops_kernels(Isa isa);
 
 }  // namespace llmserve::kernels

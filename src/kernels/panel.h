@@ -379,6 +379,4 @@ namespace scalar { extern const MatmulKernels kMatmulKernels; }
 namespace avx2 { extern const MatmulKernels kMatmulKernels; }
 namespace avx512 { extern const MatmulKernels kMatmulKernels; }
 
-const MatmulKernels& matmul_kernels(Isa isa);
-
 }  // namespace llmserve::kernels

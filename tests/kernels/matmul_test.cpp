@@ -20,6 +20,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "kernel_test_util.h"
+#include "kernels/isa_kernels.h"
 #include "kernels/matmul.h"
 #include "kernels/panel.h"
 
@@ -67,7 +68,7 @@ std::vector<float> rounded_activations(const std::vector<float>& x, int64_t n_to
   std::vector<Q8Act> q(static_cast<size_t>(cols / kQBlock));
   std::vector<float> out(x.size());
   for (int64_t t = 0; t < n_tokens; ++t) {
-    matmul_kernels(Isa::scalar).quantize(x.data() + t * cols, cols, q.data(), 1);
+    isa_kernels(Isa::scalar).matmul->quantize(x.data() + t * cols, cols, q.data(), 1);
     for (int64_t c = 0; c < cols; ++c) out[t * cols + c] = q[c / kQBlock].d * q[c / kQBlock].qs[c % kQBlock];
   }
   return out;
@@ -200,7 +201,7 @@ TEST(MatmulSlices, QuantizedSumsGoOnAcrossSlices) {
       const int64_t cols = type == TensorType::Q8_0 || type == TensorType::Q4_0 ? 16416 : 2816;
       SCOPED_TRACE(std::string(isa_name(isa)) + " " + std::string(gguf::type_info(type)->name));
       const PanelFormat format = panel_format(type);
-      const MatmulKernels& kernels = matmul_kernels(isa);
+      const MatmulKernels& kernels = *isa_kernels(isa).matmul;
       const PanelKernel kernel = kernels.panel[1][0][static_cast<int>(format)];
       const llmserve::testing::RandomMatrix m(rng, type, kPanelRows, cols, pool);
       const ColumnSlices slices = column_slices(format, cols);
@@ -373,10 +374,10 @@ TEST(MatmulQuantize, EveryIsaRoundsIdentically) {
   // matmul.h), which must leave the blocks in between alone.
   constexpr int64_t kStride = 3;
   std::vector<Q8Act> want(cols / 32), got(cols / 32 * kStride);
-  matmul_kernels(Isa::scalar).quantize(x.data(), cols, want.data(), 1);
+  isa_kernels(Isa::scalar).matmul->quantize(x.data(), cols, want.data(), 1);
   for (Isa isa : llmserve::testing::runnable_isas()) {
     std::memset(got.data(), 0x5a, got.size() * sizeof(Q8Act));
-    matmul_kernels(isa).quantize(x.data(), cols, got.data(), kStride);
+    isa_kernels(isa).matmul->quantize(x.data(), cols, got.data(), kStride);
     for (size_t b = 0; b < want.size(); ++b) {
       EXPECT_EQ(0, std::memcmp(&want[b], &got[b * kStride], sizeof(Q8Act))) << isa_name(isa) << " block " << b;
       const auto* gap = reinterpret_cast<const uint8_t*>(&got[b * kStride + 1]);

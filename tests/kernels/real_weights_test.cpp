@@ -12,6 +12,7 @@
 #include "gguf/file.h"
 #include "gguf/quant.h"
 #include "kernel_test_util.h"
+#include "kernels/isa_kernels.h"
 #include "kernels/matmul.h"
 #include "kernels/panel.h"
 #include "test_models.h"
@@ -37,7 +38,7 @@ void check_model(const std::string& path) {
       std::vector<Q8Act> q(static_cast<size_t>(w.cols / kQBlock));
       for (int64_t tok = 0; tok < n_tokens; ++tok) {
         float* row = x.data() + tok * w.cols;
-        matmul_kernels(Isa::scalar).quantize(row, w.cols, q.data(), 1);
+        isa_kernels(Isa::scalar).matmul->quantize(row, w.cols, q.data(), 1);
         for (int64_t c = 0; c < w.cols; ++c) row[c] = q[c / kQBlock].d * q[c / kQBlock].qs[c % kQBlock];
       }
     }

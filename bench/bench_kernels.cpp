@@ -36,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/roofline.h"
 #include "bench_common.h"
 #include "core/fp16.h"
 #include "core/stats.h"
@@ -45,7 +46,6 @@
 #include "kernels/cpu.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
-#include "kernels/roofline.h"
 
 namespace llmserve::bench {
 

@@ -36,12 +36,12 @@
 #include <string>
 #include <vector>
 
+#include "bench/roofline.h"
+#include "bench/roofline_isa.h"
 #include "bench_common.h"
 #include "core/stats.h"
 #include "kernels/cpu.h"
 #include "kernels/large_alloc.h"
-#include "kernels/roofline.h"
-#include "kernels/roofline_isa.h"
 
 namespace llmserve::bench {
 namespace {

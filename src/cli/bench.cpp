@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <random>
 
+#include "bench/roofline.h"
 #include "cli/commands.h"
 #include "cli/default_model.h"
 #include "core/error.h"
@@ -17,7 +18,6 @@
 #include "gguf/quant.h"
 #include "gguf/types.h"
 #include "kernels/ops.h"
-#include "kernels/roofline.h"
 #include "model/runner.h"
 
 namespace llmserve::cli {

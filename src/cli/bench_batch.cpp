@@ -13,12 +13,12 @@
 #include <random>
 
 #include "cli/bench.h"
+#include "bench/roofline.h"
 #include "cli/default_model.h"
 #include "core/error.h"
 #include "core/stats.h"
 #include "core/thread_pool.h"
 #include "engine/engine.h"
-#include "kernels/roofline.h"
 
 namespace llmserve::cli {
 

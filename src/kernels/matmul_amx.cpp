@@ -346,25 +346,6 @@ void bf16_panels_parts(const Bf16Panels& a) {
     }
 }
 
-// Tiles of zeros, `iters` x 4 products of the given instruction.
-template <class Product>
-uint64_t peak_loop(int64_t iters, Product product) {
-  configure_tiles(64, 16);
-  _tile_zero(0);
-  _tile_zero(1);
-  _tile_zero(2);
-  _tile_zero(3);
-  _tile_zero(4);
-  _tile_zero(5);
-  _tile_zero(6);
-  _tile_zero(7);
-  for (int64_t i = 0; i < iters; ++i) product();
-  alignas(64) uint32_t c[16][16];
-  _tile_stored(0, c, 64);
-  _tile_release();
-  return c[0][0];
-}
-
 }  // namespace
 
 void unpack_int8(PanelFormat format, const uint8_t* panel, int64_t cols, uint8_t* out) {
@@ -407,24 +388,6 @@ void bf16_panels(const Bf16Panels& a) {
   if (a.w_parts == 2) bf16_panels_parts<2>(a);
   else bf16_panels_parts<1>(a);
   _tile_release();
-}
-
-uint64_t bf16_peak_loop(int64_t iters) {
-  return peak_loop(iters, [] {
-    _tile_dpbf16ps(0, 4, 6);
-    _tile_dpbf16ps(1, 4, 7);
-    _tile_dpbf16ps(2, 5, 6);
-    _tile_dpbf16ps(3, 5, 7);
-  });
-}
-
-uint64_t int8_peak_loop(int64_t iters) {
-  return peak_loop(iters, [] {
-    _tile_dpbssd(0, 4, 6);
-    _tile_dpbssd(1, 4, 7);
-    _tile_dpbssd(2, 5, 6);
-    _tile_dpbssd(3, 5, 7);
-  });
 }
 
 }  // namespace llmserve::kernels::amx

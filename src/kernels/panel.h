@@ -320,13 +320,6 @@ struct Bf16Panels {
 };
 void bf16_panels(const Bf16Panels& a);
 
-// Register-only: `iters` x 4 tile products on tiles of zeros (roofline.h),
-// tdpbf16ps and tdpbssd.
-uint64_t bf16_peak_loop(int64_t iters);
-uint64_t int8_peak_loop(int64_t iters);
-constexpr double kBf16PeakFlopsPerIter = 4.0 * 16 * 16 * 32 * 2;
-constexpr double kInt8PeakOpsPerIter = 4.0 * 16 * 16 * 64 * 2;
-
 }  // namespace amx
 
 // The int16 path (matmul.h; all of it in matmul_int16.cpp, run where the

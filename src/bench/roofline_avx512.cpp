@@ -1,8 +1,8 @@
 // Roofline loops for AVX-512: 64-byte loads, vpdpbusd, vpdpwssd, zmm FMA.
 #include <cstring>
 
+#include "bench/roofline_isa.h"
 #include "kernels/immintrin_quiet.h"
-#include "kernels/roofline_isa.h"
 
 namespace llmserve::kernels::avx512 {
 

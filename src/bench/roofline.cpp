@@ -1,5 +1,5 @@
 // roofline.h: runs the active ISA's loops on every thread and times them.
-#include "kernels/roofline.h"
+#include "bench/roofline.h"
 
 #include <algorithm>
 #include <atomic>
@@ -7,11 +7,11 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "bench/roofline_isa.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "kernels/large_alloc.h"
-#include "kernels/panel.h"
-#include "kernels/roofline_isa.h"
+#include "kernels/cpu.h"
 
 namespace llmserve::kernels {
 

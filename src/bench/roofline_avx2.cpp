@@ -2,8 +2,8 @@
 // (the quantized kernels' int8 dot step without VNNI), ymm FMA.
 #include <cstring>
 
+#include "bench/roofline_isa.h"
 #include "kernels/immintrin_quiet.h"
-#include "kernels/roofline_isa.h"
 
 namespace llmserve::kernels::avx2 {
 

@@ -2,7 +2,7 @@
 // x86-64): 8-byte loads, integer and float multiply-adds.
 #include <cstring>
 
-#include "kernels/roofline_isa.h"
+#include "bench/roofline_isa.h"
 
 namespace llmserve::kernels::scalar {
 

@@ -8,15 +8,15 @@
 #include <cstdlib>
 #include <random>
 
+#include "bench/roofline.h"
+#include "bench/roofline_isa.h"
 #include "core/thread_pool.h"
 #include "kernels/large_alloc.h"
-#include "kernels/roofline.h"
-#include "kernels/roofline_isa.h"
 
 namespace llmserve::kernels {
 namespace {
 
-TEST(ReadProbe, MeasuresRepeatedlyOnAnyThreadCount) {
+TEST(RooflineReadProbe, MeasuresRepeatedlyOnAnyThreadCount) {
   for (int threads : {1, 2, 3}) {
     ThreadPool pool(threads);
     ReadProbe probe(pool, size_t{1} << 20);
@@ -33,7 +33,7 @@ TEST(ReadProbe, MeasuresRepeatedlyOnAnyThreadCount) {
 // read[2] returns the XOR of its four 64-byte sums (line i added to sum
 // i % 4, word by word): against the same reduction in plain C++, on random
 // words, for 1 to 9 steps of 256 bytes.
-TEST(ReadProbe, SumsInMemoryPassReadsEveryWord) {
+TEST(RooflineReadProbe, SumsInMemoryPassReadsEveryWord) {
   if (detected_isa() != Isa::avx512) GTEST_SKIP() << "this CPU has no AVX-512 (the pass is AVX-512 only)";
   const auto read = roofline_kernels(Isa::avx512).read[2];
   ASSERT_NE(read, nullptr);
@@ -59,7 +59,7 @@ TEST(ReadProbe, SumsInMemoryPassReadsEveryWord) {
 // the scale bytes zero (f16 +0.0) those sums are +0.0, so the expected
 // value is the code words' lane sums XORed, for 1 to 3 groups. A buffer
 // with a tail past the whole groups (or none at all) still reads.
-TEST(ReadProbe, Q8_0GroupPassReadsEveryCodeWord) {
+TEST(RooflineReadProbe, Q8_0GroupPassReadsEveryCodeWord) {
   if (detected_isa() != Isa::avx512) GTEST_SKIP() << "this CPU has no AVX-512 (the pass is AVX-512 only)";
   const auto read = roofline_kernels(Isa::avx512).read[3];
   ASSERT_NE(read, nullptr);

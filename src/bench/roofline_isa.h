@@ -4,8 +4,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "bench/roofline.h"
 #include "kernels/cpu.h"
-#include "kernels/roofline.h"
 
 namespace llmserve::kernels {
 
@@ -33,5 +33,14 @@ namespace avx2 { extern const RooflineKernels kRooflineKernels; }
 namespace avx512 { extern const RooflineKernels kRooflineKernels; }
 
 const RooflineKernels& roofline_kernels(Isa isa);
+
+// AMX, where use_amx() (roofline_amx.cpp): `iters` x 4 tile products on
+// tiles of zeros, tdpbf16ps and tdpbssd.
+namespace amx {
+uint64_t bf16_peak_loop(int64_t iters);
+uint64_t int8_peak_loop(int64_t iters);
+constexpr double kBf16PeakFlopsPerIter = 4.0 * 16 * 16 * 32 * 2;
+constexpr double kInt8PeakOpsPerIter = 4.0 * 16 * 16 * 64 * 2;
+}  // namespace amx
 
 }  // namespace llmserve::kernels

@@ -19,21 +19,16 @@ namespace llmserve::kernels {
 // to kReadPasses (4) passes, one of plain loads, one that also prefetches
 // in software and (AVX-512) one that prefetches and keeps its sums in
 // memory and one that reads as decode reads a Q8_0 panel
-// (roofline_avx512.cpp). Which reads fastest is the CPU's doing: on
-// the Intel Xeon hosts the prefetching pass read 10-40% faster than plain
-// loads (its hardware prefetchers alone keep too few lines in flight per
-// core), on the Intel AMX host the third read 36-39 GB/s where the
-// second read 30-32, as fast as the f16 decode kernel streamed, and on the
-// Zen 5 host the fourth read 1.26-1.32x as fast as the first three; a
-// yardstick the kernels beat is no ceiling, so the fastest pass counts.
-// The bytes go in
-// 1 MiB chunks handed out as decode hands out weight panels: each thread
-// starts on its own contiguous share and helps with the others' when done,
-// so a thread slowed by another tenant does not leave the rest unread while
-// the clock runs (a fixed split read up to 4x lower on this host).
+// (roofline_avx512.cpp). Which reads fastest is the CPU's doing, and each
+// pass is the fastest on some CPU; a yardstick the kernels beat is no
+// ceiling, so the fastest pass counts. The bytes go in 1 MiB chunks handed
+// out as decode hands out weight panels: each thread starts on its own
+// contiguous share and helps with the others' when done, so a thread
+// slowed by another tenant does not leave the rest unread while the clock
+// runs.
 double read_seconds(ThreadPool& pool, const uint8_t* p, size_t bytes);
 // The same with each pass over a buffer of its own (all `bytes` long): a
-// buffer that fits in the last-level cache (300 MiB on the Intel host) is
+// buffer that fits in the last-level cache is
 // still there for a second pass over it, which then reads from the cache.
 constexpr int kReadPasses = 4;
 double read_seconds(ThreadPool& pool, std::array<const uint8_t*, kReadPasses> passes, size_t bytes);

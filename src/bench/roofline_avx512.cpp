@@ -24,12 +24,11 @@ uint64_t read(const uint8_t* p, size_t bytes) {
 
 // The prefetching read with each 64-byte sum kept in memory: per line, a
 // prefetch, a load of the sum (an L1 hit), the add of the line and the
-// store of the sum, and a loop branch, four sums in turn. On the Intel AMX
-// host this reads 36-39 GB/s on 2 threads where read<true> reads 30-32 (and
-// the f16 decode kernel streamed at 1.07-1.10 of that): the same loop with
-// the sums in registers, or unrolled, reads like read<true>, so the
-// sequence is pinned in assembly. Why it is faster is not understood; it is
-// a read of the whole buffer that this CPU does faster, so it counts.
+// store of the sum, and a loop branch, four sums in turn. Some CPUs read
+// faster this way than with read<true>, though the same loop with the sums
+// in registers, or unrolled, reads like read<true>, so the sequence is
+// pinned in assembly. Why it is faster is not understood; it is a read of
+// the whole buffer that such a CPU does faster, so it counts.
 uint64_t read_sums_in_memory(const uint8_t* p, size_t bytes) {
   alignas(64) uint64_t sums[4 * 8] = {};  // four 64-byte sums
   const uint8_t* const end = p + bytes;
@@ -60,12 +59,9 @@ uint64_t read_sums_in_memory(const uint8_t* p, size_t bytes) {
 // of 8 lines, each line prefetched as far ahead into L2, loaded and
 // followed by 3 nops (formats_avx512.h: load_line), each block also loading
 // its 32 bytes of scales as 16 floats; what is left of the bytes after the
-// whole groups goes through read<true>. On the Zen 5 host this loop read
-// 1.26-1.32x as fast as the other passes' best, where the same loop over
-// the 2-block groups Q8_0 had before read 0.94-0.98x (bench_kernels
-// read_pattern/groups:8 and groups:2, 2 runs), and decode, in 8-block
-// groups since, read up to 1.16x as fast as the three passes did. Why is
-// not understood; it is a read of the whole buffer that this CPU does
+// whole groups goes through read<true>. Some CPUs read faster this way than
+// with the other passes, as decode's Q8_0 stream does. Why is not
+// understood; it is a read of the whole buffer that such a CPU does
 // faster, so it counts.
 uint64_t read_q8_0_groups(const uint8_t* p, size_t bytes) {
   constexpr size_t kGroupBytes = 4352;
@@ -107,8 +103,8 @@ uint64_t read_q8_0_groups(const uint8_t* p, size_t bytes) {
 // within the 32 registers. Each step is an asm statement on a register
 // operand, and every loop over the chains is unrolled: written with
 // intrinsics, GCC 12 kept the chains in memory (a load and a store around
-// each instruction), and the loop measured the store forwarding, at half the
-// rate the prefill kernels then exceeded (pp_compute_frac 1.1).
+// each instruction), and the loop measured the store forwarding, below the
+// rate the prefill kernels reach.
 constexpr int kChains = 24;
 
 // vpdpbusd (int8, the quantized kernels) or, kWords, vpdpwssd (int16, f16

@@ -10,7 +10,6 @@
 namespace llmserve::kernels {
 
 // How far ahead of its loads the second read loop prefetches (into L2).
-// 4-16 KiB into L2 (T1) read alike on the Intel host; T0 at 2 or 8 KiB less.
 constexpr size_t kReadPrefetchBytes = 8192;
 
 struct RooflineKernels {

@@ -54,9 +54,7 @@ void AttentionJob::plan(const AttentionShape& shape, const KvLayout& layout, con
   layout_ = layout;
   const int group = shape.n_head / shape.n_head_kv;
   // About 128 query rows per item: enough reuse of each converted key and
-  // value block, and enough items to balance the threads in prefill. Against
-  // 64 rows, BM_AttentionPrefillF16 (7 rounds alternated, medians): 512
-  // tokens +6%, 128 tokens +1%.
+  // value block, and enough items to balance the threads in prefill.
   const int tokens_per_item = group >= 128 ? 1 : 128 / group;
   kernels_ = active_kernels().attention;
   const int lanes = kernels_->lanes;
@@ -68,18 +66,8 @@ void AttentionJob::plan(const AttentionShape& shape, const KvLayout& layout, con
     // lone_item), so each block's rows are read from memory together,
     // where an item per head read a 128-256 byte slice of every row of
     // the cache and came back for the next slice only with the next head.
-    // One thread, the old and the new alternated 61 times in one process
-    // (scripts/attention_ab.sh --old-per-head, AVX2), cache from memory /
-    // in L3: stories110m's shape (12 heads of 64) at 900 keys 1.38-1.40x /
-    // 1.11x as fast, Llama 2 7B's (32 of 128) at 2048 keys 1.28x / 1.25x,
-    // stories110m's with a Q8_0 cache 1.10x / 1.05x; with GQA Llama 3 8B's
-    // (8 KV heads x 4 of 128) at 2048 keys 1.16x / 1.17x, tinyllama's and
-    // SmolLM's (4 and 3 KV heads of 64: rows of 512 and 384 bytes) level.
-    // On AVX-512 (Intel, a6e366b against 16330d0: this and the softmax per
-    // 8 blocks together), from memory / in L3: stories110m's 1.24x /
-    // 1.10x, Llama 2 7B's 1.75x / 1.50x, Llama 3 8B's 1.24x, tinyllama's
-    // 1.07x (from memory). Items are then split over their keys or their
-    // KV heads for the threads (split_decode_items).
+    // Items are then split over their keys or their KV heads for the
+    // threads (split_decode_items).
     if (seqs[s].n_q == 1 && group <= narrow_rows_max(lanes)) {
       items_.push_back({.seq = &seqs[s], .kv_head = 0, .t0 = 0, .t1 = 1, .n_heads = shape.n_head_kv});
       item_heads = shape.n_head_kv;
@@ -102,12 +90,8 @@ void AttentionJob::split_decode_items(int n_threads, int lanes) {
   // keep what each part costs beyond its keys (its queries in, its partial
   // out, the merge) small. An item with too few keys for two such parts is
   // split over its KV heads instead, when there are fewer items than
-  // threads: a lone decode token of tinyllama below 128 keys was one item,
-  // and the other thread waited it out. Split, BM_AttentionDecodeF16/64
-  // (2 threads) took 5.6-6.0 us instead of 8.0-8.6, and `bench -p 16 -n
-  // 128` decoded tinyllama Q4_0 1.013x as fast (6 rounds alternated, range
-  // 1.007-1.020), Q8_0 1.009x (4, 0.971-1.013), stories110m Q8_0 1.021x (4,
-  // 0.992-1.047).
+  // threads: otherwise a lone decode token with few keys is one item, and
+  // the other threads wait it out.
   constexpr int64_t kMinPartKeys = 256;
   merges_.clear();
   const int64_t wanted = 4 * int64_t{n_threads}, n_items = static_cast<int64_t>(items_.size());

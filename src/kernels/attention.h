@@ -77,9 +77,8 @@ inline int64_t query_offset(const AttentionShape& s, const AttentionItem& it, in
 // too. One plan serves every layer of a step.
 //
 // When a batch has too few items to keep `n_threads` threads busy (one
-// sequence and few KV heads: tinyllama has 4, SmolLM 3, which on 2 threads
-// left one idle a third of the time), each decode token's items are split
-// over their keys, as flash-decoding does on GPUs.
+// sequence and few KV heads), each decode token's items are split over
+// their keys, as flash-decoding does on GPUs.
 class AttentionJob {
  public:
   // Throws Error as attention() does (k and v come with each item). Reuses

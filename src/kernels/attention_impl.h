@@ -15,10 +15,8 @@
 //   tile's rows in the lanes of a vector. S_j = Q_tile . k_j (one FMA per
 //   dim, k_j[d] broadcast from the block's rows); the softmax lane by lane
 //   over the block's keys; O_tile += P V_blk with O transposed ([dim][row])
-//   and v_j[d] broadcast. With rows in registers and keys in lanes instead,
-//   the softmax's horizontal reductions and per-row branches took 32% of
-//   prefill attention's time, more than QK^T (BM_AttentionPrefillF16/512);
-//   rows in lanes run it 1.3-1.4x faster.
+//   and v_j[d] broadcast. Rows in lanes, not keys: with keys in lanes the
+//   softmax's horizontal reductions and per-row branches outweighed QK^T.
 // - 1 < M <= N (GQA decode; M < N on AVX-512, see item()), narrow_item:
 //   keys in lanes and the rows in registers, each row's softmax step on its
 //   own (row_softmax_step). f32 and f16 key rows go from the cache straight
@@ -83,12 +81,10 @@ struct RowBlock {
 
 // The rows at [pos, pos + n), found through the sequence's block table.
 // Decode does little per row, so the walk does no division or table lookup
-// per row, and one walk serves both caches: each walked on its own, the
-// walks took a quarter of MHA decode attention's time (stories110m's shape,
-// BM_AttentionDecodeF16Mha). Prefetching both caches' next rows here
-// instead of as each is taken made decode 1.25x slower with the cache in
-// memory (tinyllama's shape; the value rows' prefetches then delayed the
-// key rows' loads).
+// per row, and one walk serves both caches (a walk each was a large part
+// of MHA decode attention's time). The next rows are prefetched as each is
+// taken, not here: both caches' prefetches at once delay the key rows'
+// loads behind the value rows'.
 template <int N>
 RowBlock<N> row_block(const AttentionCall& c, const AttentionSeq& seq, int64_t pos, int n) {
   const KvLayout& l = c.layout;
@@ -193,16 +189,8 @@ template <class VF, int R, class T, bool kWhole>
 // each key vector is loaded (and converted from f16) once for all R rows,
 // and VF::sum_each adds up the lanes of all N chains at once. Keys past
 // the block's end must point at some row; their scores are masked later.
-// It replaced a transposed key block with one broadcast query value per
-// FMA: in narrow_item, single thread, old and new alternated 41 times
-// (61 for AVX-512, scripts/attention_ab.sh), on AVX2 with R = 2 4 query
-// heads per KV head (Llama 3 8B's shape, 2048 keys) 755 -> 571 us; on
-// AVX-512 with R = 4, cache in L3 / from memory, Llama 3 8B's shape 1.35x
-// / 1.25x as fast, SmolLM's (3 per KV head, 1900 keys) 1.34x / 1.17x,
-// tinyllama's (8 per KV head) 1.06x / 1.01x (R = 2 there: 0.94x / 0.96x).
-// In lone_item (R = 1) on AVX-512, against 4 keys' dot products at a time
-// with a reduction each: 1.04-1.11x (stories110m's and Llama 2 7B's
-// shapes, both ways).
+// Faster than a transposed key block with one broadcast query value per
+// FMA, and (R = 1) than a reduction per key.
 template <class VF, int R, class T>
 void qk_dots(const float* q, int64_t hdp, const T* const* keys, int hd, float* s) {
   constexpr int N = VF::N, K = N / R;
@@ -329,14 +317,11 @@ void row_softmax_step(float* s, int visible, int width, float& m, float& l, floa
 // head by head, the dot products and sums straight from the rows
 // block_rows finds. So a block's rows are read (and the next block's
 // prefetched) slice after slice along each row, where an item per head
-// went down the whole cache once for each head; see AttentionJob::plan for
-// what that measured. A softmax step per head and chunk, not per head and
-// block: see kLoneChunk. With one walk of the block table for both
-// caches, qk_dots' one sum_each for a block's 8 scores instead of a
-// reduction per key, and P V's accumulators kept in registers (pv_rows),
-// stories110m's shape at 900 keys on one thread took 0.48-0.50x the time
-// with the cache in L2, 0.87x with it in memory, Llama 2 7B's (32 heads of
-// 128) at 2048 keys 0.85x (61 alternations each in one process, AVX2).
+// went down the whole cache once for each head (AttentionJob::plan). A
+// softmax step per head and chunk, not per head and block: see
+// kLoneChunk. One walk of the block table for both caches, qk_dots' one
+// sum_each for a block's scores and P V's accumulators in registers
+// (pv_rows) keep the work per key small.
 template <class VF, class T>
 void lone_item(const AttentionCall& c, const AttentionItem& it, float* scratch) {
   constexpr int N = VF::N, kChunk = kLoneChunk * N;
@@ -577,12 +562,10 @@ void narrow_item(const AttentionCall& c, const AttentionItem& it, float* scratch
 }
 
 // Up to narrow_rows_max() rows per KV head take narrow_item (or
-// lone_item), more tile_item. On AVX2 a full tile's worth (tinyllama's 8
-// query heads per KV head) goes narrow too: its key and value rows straight
-// from the cache beat converting them for the tile, tinyllama decode at `-d 1900` 1.11x (Q4_0) and 1.09x (Q8_0) in
-// scripts/ab_bench.py (3 rounds each), though level with the tile with the
-// cache in L3 (one layer's, looped). AVX-512, not measured, keeps full
-// tiles on the tile path.
+// lone_item), more tile_item. On AVX2 a full tile's worth (8 query heads
+// per KV head) goes narrow too: its key and value rows straight from the
+// cache beat converting them for the tile when the cache comes from
+// memory. AVX-512, not measured, keeps full tiles on the tile path.
 template <class VF>
 void item(const AttentionCall& c, const AttentionItem& it, float* scratch) {
   const int64_t rows = int64_t{c.shape.n_head / c.shape.n_head_kv} * (it.t1 - it.t0);

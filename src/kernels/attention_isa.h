@@ -35,14 +35,7 @@ inline int narrow_rows_max(int lanes) { return lanes == 8 ? 8 : lanes - 1; }
 // Key blocks (of `lanes` keys) per softmax step of lone_item
 // (attention_impl.h). A step per block was a chain of a horizontal max, an
 // exp and a sum for every head and 8 keys, each waiting on the block's
-// scores. One thread, a step per 8 blocks against one per block, 61
-// alternations in one process (scripts/attention_ab.sh, AVX2), cache in
-// L3 / from memory: Llama 2 7B's shape (32 heads of 128) at 2048 keys
-// 1.51x / 1.40x as fast, stories110m's (12 of 64) at 900 keys 1.24x /
-// 0.97-1.06x, with a Q8_0 cache 1.36x / 1.09x. 4 blocks: 1.33x / 1.39x and
-// 1.30x / 1.00x; 16: 1.46x / 1.26x and 1.24x / 1.03x. stories110m Q8_0
-// end to end at `-d 900` (scripts/ab_bench.py --field tg_tps, 2 x 6
-// rounds): 0.93 and 1.00, level within the host's noise.
+// scores; 8 blocks measured best of 4, 8 and 16.
 constexpr int kLoneChunk = 8;
 
 // Scratch one work item needs: `rows` = query rows per KV head (group size

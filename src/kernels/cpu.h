@@ -32,15 +32,10 @@ Isa set_isa(Isa isa);
 // cache); without it they rely on the hardware prefetchers. The quantized
 // formats always prefetch (matmul_avx512.cpp: prefetch). Decode streams
 // every weight once per token, so this decides how close to the read
-// bandwidth it gets, and the best choice is the CPU's:
-//  - Intel Xeon (the 2-vCPU host of this project's Intel rounds): with it,
-//    tinyllama Q4_0 decode went from 0.60-0.62 to 0.83-0.86 of the read
-//    bandwidth, Q8_0 from 0.80-0.81 to 0.86-0.92 (bench, 3 alternated
-//    runs), when this setting still covered them;
-//  - AMD Zen 5: tinyllama F16 decoded 0.972x and 1.03x as fast with it
-//    (tokens alternated in one `bench` process, 8 rounds each).
-// So: on unless the CPU is AMD's (or Hygon's, the same cores).
-// LLMSERVE_PREFETCH=0|1 in the environment at first use overrides that.
+// bandwidth it gets: Intel's hardware prefetchers alone keep too few lines
+// in flight, while on AMD's cores it measured level. So: on unless the CPU
+// is AMD's (or Hygon's, the same cores). LLMSERVE_PREFETCH=0|1 in the
+// environment at first use overrides that.
 bool prefetch_weights();
 
 // Forces the setting. Like set_isa(): call it between ops.
@@ -50,17 +45,12 @@ void set_prefetch_weights(bool on);
 // (prefetchnta: into L1, marked to leave the caches first) instead of into
 // L2 (prefetcht1). Decode reads every weight once per token, so nothing is
 // lost by keeping it out of the way; tiles of several tokens reread their
-// panels and always use T1 (matmul_avx512.cpp: prefetch).
-//  - AMD Zen 5: NTA over T1 at 8 KiB ahead, the decode step's matmuls
-//    1.01-1.07x as fast for Q4_0, 1.07-1.13x for Q4_K, 1.09-1.20x for Q6_K
-//    (bench_kernels decode_nta_ab, tinyllama and stories110m shapes, 3
-//    paired runs each); 4 and 6 KiB ahead, or T0, did no better for Q4_0;
-//  - AMD Zen 4: not measured;
-//  - Intel Xeon: measured with T1 only (the figures above).
-// So: on where the CPU is AMD's (or Hygon's). LLMSERVE_PREFETCH_NTA=0|1 in
-// the environment at first use overrides that. Both settings are the
-// AVX-512 kernels'; the AVX2 kernels prefetch the same way in either
-// (matmul_avx2.cpp: prefetch_ahead, prefetch_group).
+// panels and always use T1 (matmul_avx512.cpp: prefetch). It measured
+// faster on AMD's cores and was not measured on Intel's, so: on where the
+// CPU is AMD's (or Hygon's). LLMSERVE_PREFETCH_NTA=0|1 in the environment
+// at first use overrides that. Both settings are the AVX-512 kernels'; the
+// AVX2 kernels prefetch the same way in either (matmul_avx2.cpp:
+// prefetch_ahead, prefetch_group).
 bool prefetch_non_temporal();
 void set_prefetch_non_temporal(bool on);
 

@@ -38,41 +38,13 @@ constexpr int kPrefetchBytes = 8192;
 // statement so that the two stay together: written as intrinsics, GCC
 // gathered a block's prefetches into a burst again. Decode's quantized
 // formats prefetch this way, one line per line read, as the f16 kernel
-// does, where they prefetched a group's lines at once: on the Intel AMX
-// host (bench_kernels decode_matmuls/tinyllama/*/grouped/team, alternated)
-// Q8_0 1.08-1.14x tokens/s in 6 runs of 7 (one level), Q4_0 1.03-1.07x;
-// the K-quants, whose scales then ended the group, read at 0.74-0.77 (Q4_K) and
-// 0.79-0.80 (Q6_K) of the bytes' read rate where the burst read at
-// 0.59-0.62 and 0.62-0.67 (3 rounds), and `bench` decoded 1.22x as fast
-// on tinyllama Q4_K_M, 1.28x on Q6_K (3 rounds alternated).
+// does: prefetching a group's lines at once read measurably slower.
 // Each such load is followed by its format's kLineNops nops (3,
-// kLinePadNops, for Q8_0; 6 or 10 for the others; see below). They do no
-// work; our
-// guess is that by taking slots in the reorder buffer they keep the core
-// from running its demand loads far past the prefetched lines. In the
-// loop alone over 1 GiB (bench_kernels read_pattern/*), 3 raise the read
-// from 0.80-0.84 to 0.99-1.01 of the read probe's, and the Q8_0 group
-// layout reads at 0.94-0.97 with them; in `bench` (scripts/ab_bench.py
-// --field tg_tps, tinyllama, alternated, every round level or better)
-// Q8_0 decoded 1.033x and 1.044x as fast (4 and 3 rounds), Q4_0 1.015x
-// and 1.008x, Q4_K_M 1.024x; 6 nops: Q8_0 1.011x, Q4_0 1.020x.
-// The nibble formats, with more instructions a line, take 6 (Format::
-// kLineNops): tokens alternated in one `bench` process between 3 and 6
-// (tinyllama, against a control of 3 and 3 run alongside): Q4_0
-// 1.002-1.041x, median 1.011 (13 rounds; control 0.990-1.008, median
-// 1.000), Q4_K 1.012-1.024x (3; control 0.989-1.010), Q8_0 0.961-0.970x
-// (3). Q4_0 took 10 when its panels were sliced at 1024 columns (panel.h;
-// they are whole again since, not measured with other counts):
-// against 2048 columns and 6 nops, 0.9998-1.016x (12 rounds, median 1.009;
-// two copies alike 0.997-1.002x), 1024 columns and 8 nops 0.993-1.026x
-// (9, median 1.007), 2048 and 8 1.005-1.007x (3).
-// Q6_K measured level then (0.996-1.008x, 3 rounds) and took 6 once
-// its panels were sliced at 1024 columns (panel.h): 1.028-1.042x (6
-// rounds; 8 nops 1.027-1.039x, 10 0.999-1.011x, 4 0.998-1.013x),
-// tinyllama Q4_K_M 0.993-1.012x (6, median 1.004). With the slices Q4_K
-// keeps 6 (4 nops 0.993-1.020x, 5 0.953-0.960x, 8 0.995-1.007x) and Q8_0 3
-// (2 nops 0.994-0.996x, 4 0.979-0.983x; its panels are whole since, not
-// re-measured).
+// kLinePadNops, for Q8_0; more for the nibble formats, which have more
+// instructions a line). They do no work; our guess is that by taking slots
+// in the reorder buffer they keep the core from running its demand loads
+// far past the prefetched lines, which brings the stream up to the read
+// probe's rate. The counts are measured per format.
 constexpr int kLinePadNops = 3;
 
 template <int kHint, int kNops = kLinePadNops>
@@ -110,7 +82,7 @@ inline void nibbles_hi16(const uint8_t* p, __m512i* g) {
   const __m512i low4 = _mm512_set1_epi8(0x0f), high4 = _mm512_set1_epi8(static_cast<char>(0xf0));
   for (int j = 0; j < 4; ++j) {
     __m512i v = load_line<kHint, kNops>(p + 64 * j);
-    asm("" : "+v"(v));  // one load: GCC otherwise folds it into both ANDs (q4_0 decode -12%)
+    asm("" : "+v"(v));  // one load: GCC otherwise folds it into both ANDs, a load each
     g[j] = _mm512_and_si512(v, low4);
     g[j + 4] = _mm512_and_si512(v, high4);
   }

@@ -57,19 +57,14 @@ constexpr int64_t kActivationBlockBytes = 256 << 10;
 // Tokens from which f16 / bf16 chunks are widened to f32 (MatmulKernels::
 // widen): one conversion per weight vector instead of one per vector and
 // token tile, but the f32 panels are written out and read back, twice the
-// bytes. tinyllama F16 prefill against not widening, alternated: 64 tokens
-// 0.89x, 128 tokens 1.05x, 512 tokens 1.16x.
+// bytes: worth it from about this many tokens on.
 constexpr int64_t kWidenTokens = 128;
 // The AMX and int16 paths' chunks: runs of 8 panels, whose unpacked copy
 // (int8: 44 bytes per panel and column, 1.9 MiB for 8 panels of 5632
 // columns; bf16: 32, twice that for f16; int16: 34) is reused by blocks of
 // tokens of about kActivationBlockBytes, a whole number of 2-group tiles
-// (int16: of groups). tinyllama pp512 on the Intel AMX host, when
-// quantized weights took the bf16 tiles too (scripts/ab_bench.py, 4 rounds
-// each): 8 panels against 4, Q4_0 x1.046 and x1.022, F16 x1.037 and
-// x1.031, Q8_0 x1.020; 2 panels x0.90 (Q4_0, F16), 16 x0.94-0.96. The
-// int16 path on the Zen 5 host: 4 panels x0.997, 16 x1.014 (F16, 4
-// rounds, ranges 0.97-1.08).
+// (int16: of groups). 8 panels measured best for the AMX paths; the int16
+// path measured level at 4 and 16.
 constexpr int64_t kAmxChunkPanels = 8;
 static_assert(kAmxChunkPanels <= amx::kInt8MaxPanels);
 // prompt_acts_bytes() is the AMX-BF16 layout's size (two parts of 16 x 32
@@ -77,10 +72,8 @@ static_assert(kAmxChunkPanels <= amx::kInt8MaxPanels);
 static_assert(int16::kBlockBytes <= 2 * kBf16TileValues * 2);
 constexpr int64_t kAmxTileTokens = 32;
 // Tokens from which quantized matmuls take the AMX-INT8 tiles: each chunk
-// unpacks its panels first, which fewer tokens do not repay. Against the
-// VNNI kernels (bench_kernels matmul vs matmul_vnni, q8_0 and q4_k,
-// 2048x2048 and 5632x2048, 2 rounds): 16 tokens x0.61-0.79, 32 x0.86-0.95,
-// 64 x1.0-1.1, 512 x1.25-1.45.
+// unpacks its panels first, which fewer tokens do not repay (below 64
+// tokens the VNNI kernels measured faster).
 constexpr int64_t kAmxInt8Tokens = 64;
 
 }  // namespace
@@ -109,9 +102,7 @@ Matrix column_slice(const Matrix& w, const ColumnSlices& slices, int64_t s) {
 // tiles of kTilePanels, a decode chunk: a tile holds slice 0 of its panels,
 // then slice 1 of them, and so on, so a chunk is one stream front to back.
 // Each slice as a panel set of its own, which makes decode jump between
-// slices every chunk, measured slower: the down projection 0.68-1.00 of a
-// read of the same bytes against 0.74-1.07 for tiles (tinyllama Q4_0, 6
-// runs alternated in one process).
+// slices every chunk, measured slower.
 struct PackedLayout {
   PanelFormat format;
   int64_t cols, panels;
@@ -189,21 +180,14 @@ int64_t MatmulJob::acts_blocks(std::span<const MatmulTarget> targets, int64_t n_
 // contiguous share of them (Team::share_ranges): one long stream per
 // thread, and a thread the OS deschedules (cores shared with other work)
 // delays the call by at most one claim. Decode's chunks are single panels,
-// claimed a tile at a time and in shrinking ranges at the end of a share:
-// against claims of whole tiles, alternated token by token in one `bench`
-// process (tinyllama, 128 or 256 tokens a round), the threads' waits at step
-// boundaries fell from 3.1% to 1.9% of a Q4_0 token, which decoded
-// 1.003-1.011x as fast, Q8_0 0.997-1.007x. A chunk is a run of
+// claimed a tile at a time and in shrinking ranges at the end of a share,
+// so the threads finish a step close together. A chunk is a run of
 // panels times a block of tokens, the chunks of one run of panels in a row,
 // so a thread's share goes run after run, each run's weights staying in L2
 // while the token blocks pass over them. Splitting the tokens keeps chunks
 // small enough to share out evenly however many tokens there are, while
 // runs of 8 panels read the activations from L3 half as often as runs of
-// 4. Against chunks of 4 panels x all the tokens, alternated in one
-// process (tinyllama Q4_0 prefill, 10 rounds, medians of the ratios):
-// pp512 x1.14 and x1.20 in two runs (a configuration against itself: up
-// to x1.055), pp2048 x1.17 (4 rounds); 8 panels x all the tokens x1.19
-// and x1.17, 16 panels split x1.17.
+// 4.
 std::atomic<uint64_t> MatmulJob::next_serial_{1};
 
 MatmulJob::MatmulJob(std::span<const MatmulTarget> targets, const float* x, int64_t n_tokens, Q8Act* acts,

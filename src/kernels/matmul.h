@@ -106,10 +106,8 @@ inline void matmul(std::initializer_list<MatmulTarget> targets, const float* x, 
 // and neg32_sum_lo/hi = -32 * the halves' sums, Q6_K's (code + 32 per
 // 16-value sub-block), which kernels can fold into their integer dot
 // products).
-// One cache line each: a std::vector of them came 16 or 48 bytes off a
-// line (malloc's alignment), so every block's loads touched two lines;
-// aligned, tinyllama decoded Q4_0 1.008x and Q8_0 1.004x as fast (medians
-// of 4 rounds, tokens alternated in one process).
+// One cache line each, aligned: at malloc's alignment every block's loads
+// touched two lines.
 constexpr int kQBlock = 32;  // columns per activation block / code block
 struct alignas(64) Q8Act {
   float d, dsum, dsum_lo, dsum_hi;

@@ -132,13 +132,9 @@ void unit_sums(const Block& k) {
 // Software-pipelined: unit u + 1's products are issued before unit
 // u's sums are stored, and those are read back one unit later, after unit
 // u - 1's float steps, so nothing waits for a tile store to land. Two sets
-// of C tiles, for even and odd units. With 2 x 2 C tiles per block, stored
-// and read back at once, the kernel ran at 0.79-0.87 TFLOP/s against this
-// one's 1.0-1.1 (bench_kernels matmul/q8_0/*/512, 2 threads, Intel AMX
-// host). The tile unit and the float steps
-// barely overlap even so: in a microbenchmark a unit's tile work took 11 ns
-// and its float steps 22 ns, both together 29-37 ns; with the tile data hot
-// in L1 the kernel measured the same.
+// of C tiles, for even and odd units: storing and reading back a block's
+// tiles at once measured slower. The tile unit and the float steps still
+// barely overlap.
 template <class Format, int G>
 void int8_groups(const PanelArgs& a, int64_t g0) {
   constexpr int kN = kUnitSums<Format, G>;

@@ -34,18 +34,10 @@ constexpr int64_t kPrefetchBytes = 2048;  // see matmul_avx512.cpp
 
 // Decode's software prefetch: every line of the panel, Format::
 // kDecodePrefetchBytes ahead into L2, one prefetch beside each line's
-// loads. On the Zen 3 host (2 vCPUs, about 16 GB/s per core) the tiles'
-// way, each group's lines 2 KiB ahead in one burst at the group's start,
-// left tinyllama Q8_0's decode step at 0.70-0.75 of a read of its bytes; a
-// line at a time 8 KiB ahead took it 1.08-1.16x as fast (bench_kernels
-// decode_prefetch_ab, paired). Line by line, paired distance against
-// distance: Q8_0 at 8 KiB over 2 / 4 / 12 KiB 1.07-1.09 / 1.01-1.02 /
-// 1.01-1.03x; Q4_0 at 2 KiB over 8 KiB 1.04-1.05x (tinyllama), 1.01-1.02x
-// (stories110m), 4 KiB level with 8. The K-quants at 2, 4 and 8 KiB
-// measured the same (bench_kernels decode_matmuls, 6 rounds). prefetcht0
-// measured no better than prefetcht1. Always inlined, as prefetch_group
-// below: GCC 12 drops calls to a function (a lambda too) that only
-// prefetches, judging it free of side effects.
+// loads; a burst of a group's lines at the group's start (the tiles' way)
+// streams slower. The distances are measured per format. Always inlined,
+// as prefetch_group below: GCC 12 drops calls to a function (a lambda too)
+// that only prefetches, judging it free of side effects.
 template <class Format>
 [[gnu::always_inline]] inline void prefetch_ahead(const uint8_t* line) {
   _mm_prefetch(reinterpret_cast<const char*>(line + Format::kDecodePrefetchBytes), _MM_HINT_T1);
@@ -199,9 +191,7 @@ void load_d(const uint8_t* panel, const QuantLayout& layout, int64_t b, int half
 // kTwoPasses: a tile takes a block half's groups 0-3 for all its tokens,
 // then groups 4-7 (load()'s j0), instead of all 8 at once. Q8_0's codes
 // and their absolute values take two registers a group, and all 8 groups'
-// spilled to the stack: pp512 1.15x (tinyllama) and 1.13x (stories110m)
-// in two passes (4 alternated rounds each, Zen 3 host), one panel run in
-// L2 on one thread 1.16x.
+// spilled to the stack.
 // kDecodePrefetchBytes: see prefetch_ahead.
 struct Q8_0 {
   static constexpr const QuantLayout& kLayout = kQ8_0Layout;
@@ -372,22 +362,11 @@ template <class Format>
 // One token times one panel, a group at a time: the integer sums of its
 // blocks, each broadcast activation serving both row halves, then their
 // float steps. Held a block half at a time, as the tiles hold it, Q8_0's
-// codes and their absolute values spilled to the stack. Against decode
-// through the tiles (Zen 3 host): one panel run in L2 on one thread Q8_0
-// 1.6x, Q4_0 1.2x as fast; the engine's decode step from memory, paired in
-// one process, tinyllama Q8_0 1.03x, Q4_0 1.01-1.02x, stories110m Q8_0
-// 1.05-1.06x, Q4_0 1.04-1.05x: decode streams at 0.75-0.83 of a read of
-// the same bytes either way, so the stream, not the arithmetic, is what is
-// short.
+// codes and their absolute values spilled to the stack. Faster than decode
+// through the tiles, though decode from memory is bound by the stream more
+// than by the arithmetic.
 // The prefetches go in address order: the scale lines, which start every
-// group (panel.h), then the codes. When the K-quants kept their scales
-// after the codes, with those lines prefetched at the group's start, 2-3
-// KiB ahead of its codes', tinyllama's decode step read at 0.69-0.72 (Q4_K)
-// and 0.57-0.66 (Q6_K) of a plain read of its bytes; in order, at 0.85 and
-// 0.89 (bench_kernels decode_matmuls, medians of 6 rounds, Zen 3 host).
-// The scales at the front of the layout measured the same there, and on
-// the Intel AMX host (tinyllama Q4_K_M, LLMSERVE_ISA=avx2, 3 rounds
-// alternated: 0.998x).
+// group (panel.h), then the codes; out of order they read slower.
 template <class Format>
 void decode_panel(const PanelArgs& a) {
   constexpr QuantLayout layout = Format::kLayout;

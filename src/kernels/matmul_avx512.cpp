@@ -29,9 +29,7 @@ namespace {
 
 // acc + u . (4 signed bytes at s, broadcast to every lane): vpdpbusd with a
 // {1to16} memory operand, which GCC 12 does not fold _mm512_set1_epi32 of a
-// load into. The separate broadcasts cost decode 15% of its q8_0 rate, and
-// prefill, once its tokens' chains were interleaved (accumulate_tokens),
-// 13-18% of pp512 (tinyllama Q4_0 / Q8_0); Q6_K's matmuls measured the same.
+// load into; separate broadcasts cost decode and prefill measurably.
 __m512i dot4(__m512i acc, __m512i u, const int8_t* s) {
   asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(u), "m"(*reinterpret_cast<const int32_t*>(s)));
   return acc;
@@ -40,23 +38,12 @@ __m512i dot4(__m512i acc, __m512i u, const int8_t* s) {
 // The kBytes of a panel at p, fetched kPrefetchBytes ahead of use, into L2
 // or, kNta, non-temporally (cpu.h: prefetch_non_temporal()). Non-temporal
 // only for tiles of one token, which read a panel once: tiles of several
-// tokens reread a chunk's panels tile after tile, and with NTA lines
-// leaving L2 early Q4_0's matmul of 512 tokens ran 10-18% slower (Q4_K
-// 3-7%; bench_kernels matmul/M/5632x2048/512, 3 rounds alternated).
-// The quantized kernels always prefetch (panel.h says what that gained Q8_0
-// on the Zen 5 host), the float kernels when prefetch_weights() is on
-// (cpu.h says where it pays). Each thread streams a contiguous share of a
-// call's panels (ThreadPool::parallel_for_shares). On the Zen 5 host, with
-// Q8_0 and Q4_0 in 2-block groups, the hardware prefetchers followed that
-// well enough for Q8_0 (decode with prefetch over without 0.99-1.00,
-// bench_kernels decode_prefetch_ab, 4 paired runs), but not for Q4_0,
-// which decoded 1.03-1.09x as fast with it (the same 4 runs), and the
-// K-quants read at 0.80-1.18 of the bandwidth with prefetch (then T0, 2
-// KiB ahead) and 0.51-0.78 without (matvec/q4_k|q6_k, 3 rounds). On the
-// Intel host, 4-16 KiB ahead into L2 decoded alike (tinyllama Q4_0 bench) and
-// 2 KiB less; the K-quants read the same with T0 2 KiB and T1 8 KiB within
-// the noise (matvec/q4_k|q6_k, 2 rounds alternated). Decode prefetches
-// the codes line by line instead (formats_avx512.h: load_line).
+// tokens reread a chunk's panels tile after tile, and NTA lines leave L2
+// before the next tile reads them.
+// The quantized kernels always prefetch (the hardware prefetchers alone
+// fall behind on their streams), the float kernels when prefetch_weights()
+// is on (cpu.h). Decode prefetches the codes line by line instead
+// (formats_avx512.h: load_line).
 // Always inlined: GCC 12 drops calls to a function that only prefetches,
 // judging it free of side effects (it did so to matmul_avx2.cpp's).
 template <int64_t kBytes, bool kNta>
@@ -143,8 +130,7 @@ void accumulate_block(const Block& k, const Q8Act* x, __m512& acc) {
 // with the groups as the outer loop: consecutive vpdpbusd belong to
 // different tokens, so none waits for the one before it, and no second
 // chain is left to add. Token by token, as decode does it, the compiler
-// kept two tokens' chains in flight at a time and prefill ran 19-25%
-// slower (pp512, tinyllama Q8_0 / Q4_0; Q4_K matmuls 20-35%). The sum is
+// kept only two tokens' chains in flight at a time. The sum is
 // exact, so it is the integer decode's chains give, and the float steps
 // after it are decode's (add_scaled): a token's result does not depend on
 // its batch. Q6_K sums each half in a chain of its own, token after token.
@@ -182,7 +168,7 @@ template <class Format, int T>
 // is short of, and 16 tokens' sums plus a block's 8 code vectors fill the
 // registers. The panel is walked group by group, so a
 // block's offsets within its group are constants: index arithmetic in the
-// loop cost decode 13% of its tokens/s.
+// loop cost decode measurably.
 template <class Format, bool kNta, int T>
 void quant_tile(const PanelArgs& a, int64_t t0) {
   constexpr QuantLayout layout = Format::kLayout;
@@ -202,11 +188,9 @@ void quant_tile(const PanelArgs& a, int64_t t0) {
     for (int64_t i = 0; i < kGroupBlocks && b0 + i < nb; ++i) {
       // The group's scales, which no load_line reads, at its first block;
       // tiles of several tokens also each block's codes at once, not NTA
-      // (see prefetch): block by block over the whole 8-block group at its
-      // first block, tinyllama pp512 Q4_0 1.10x (0.96-1.20, 8 rounds),
-      // Q4_K_M 0.995x (0.93-1.05, 6; scripts/ab_bench.py, Zen 5). Issued
-      // from inside the block loop: written before it, GCC 12 kept it for
-      // the first group only.
+      // (see prefetch), block by block rather than the whole group at its
+      // first block. Issued from inside the block loop: written before it,
+      // GCC 12 kept it for the first group only.
       if (i == 0) prefetch<layout.meta_bytes(), kNta && T == 1>(group + layout.meta_offset);
       if constexpr (T > 1) {
         prefetch<layout.code_bytes, false>(group + layout.codes_offset + i * layout.code_bytes);
@@ -243,9 +227,8 @@ void panel_quant(const PanelArgs& a) {
 
 // Panels [p0, p0 + P) of the run x T tokens starting at t0, all in
 // registers: each broadcast activation feeds the P panels' FMAs, which
-// halves the loads per FMA (two panels of six tokens: the f32 kernel 1.3x
-// as fast as one panel of eight, 0.92-0.96 of the FMA peak on 2048 columns
-// x 48 tokens from L2; bf16 and f16 1.1x). The columns alternate between
+// halves the loads per FMA (two panels of six tokens run faster than one
+// panel of eight, close to the FMA peak from L2). The columns alternate between
 // two chains per token, which halves the FMA latency decode sees; the same
 // for every T and P, so results do not depend on the batch (see quant_tile).
 template <class Format, bool kPrefetch, bool kNta, int P, int T>
@@ -297,7 +280,7 @@ void panel_float_impl(const PanelArgs& a, std::integer_sequence<int, T...>) {
       {float_tile<Format, kPrefetch, kNta, 1, T + 1>...}, {float_tile<Format, kPrefetch, kNta, 2, T + 1>...}};
   const int64_t panels_per_tile = a.n_tokens > 1 ? kFloatPanels : 1;
   // Tiles of as even a size as kFloatTokens allows: 32 tokens as 6+6+5+5+5+5,
-  // not 6 x 5 + 2, whose 2-token tile made 11% of an f16 prefill's time.
+  // not 6 x 5 + 2, whose small last tile runs far below the others' rate.
   const int64_t n_tiles = (a.n_tokens + kFloatTokens - 1) / kFloatTokens;
   for (int64_t p0 = 0; p0 < a.n_panels; p0 += panels_per_tile) {
     const int64_t np = std::min(panels_per_tile, a.n_panels - p0);

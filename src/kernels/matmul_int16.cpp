@@ -57,8 +57,7 @@ void unpack_format(const uint8_t* panel, int64_t cols, uint8_t* out) {
 
 // acc + the pairwise products of w and x's int16 values, in place: as the
 // intrinsic, GCC 12 copied each sum to a new register and back around
-// every vpdpwssd, twice the instructions (the f16 matmul of 512 tokens ran
-// at 0.75x the f32 kernel's rate).
+// every vpdpwssd, twice the instructions.
 [[gnu::always_inline]] inline void dot_pairs(__m512i& acc, __m512i w, __m512i x) {
   asm("vpdpwssd %2, %1, %0" : "+v"(acc) : "v"(w), "v"(x));
 }

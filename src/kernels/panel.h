@@ -16,16 +16,8 @@
 // blocks, 64-byte aligned (QuantLayout below), so decode reads it front to
 // back with nothing else in flight. Every format puts the scales first: the
 // kernels load a block's scales along with its codes, and scales after the
-// codes made that one load jump ahead of the stream the prefetchers follow
-// (Q4_0 decode 7% slower in `bench`, its kernel on one large matrix 15%).
-// The K-quants kept theirs last while their decode prefetched a group at
-// once (then Q6_K read 18% slower with them first); since it prefetches
-// line by line, first reads faster on the Intel AMX host (alternated
-// against last: bench_kernels decode_matmuls/tinyllama/*/grouped/team
-// vs_read Q4_K 0.76-0.77 -> 0.81-0.83, Q6_K 0.83-0.84 -> 0.84, 3 rounds;
-// matvec/*/32000x2048 Q4_K 0.83 -> 0.85-0.86, Q6_K 0.84 -> 0.86-0.87;
-// `bench` tinyllama Q4_K_M 1.053x, Q4_K 1.059x, Q6_K 1.027x). The AVX2
-// decode kernel reads them the same either way (matmul_avx2.cpp).
+// codes made that one load jump ahead of the stream the prefetchers follow,
+// which measured slower.
 //   q8_0: group = 8 blocks: f16 d[8][16], then codes [8][8 groups][64] =
 //         qs ^ 0x80                                       (S = d, M = 128 d)
 //   q4_0: group = 8 blocks: f16 d[8][16], then codes [8][4][64], byte = the
@@ -40,17 +32,10 @@
 //         h, bits 2s..2s+1 of byte r*4+i belong to group 4h+s)
 //                                                   (S = d sc, M = 32 S)
 // Every format's group is 8 blocks (256 columns); a q8_0 / q4_0 panel's
-// last group is filled up with zero blocks.
-// Q8_0 and Q4_0 had groups of 2 blocks. With 8, as the K-quants have, and
-// every quantized format prefetching its lines (matmul_avx512.cpp:
-// prefetch), tinyllama decoded 1.27x as fast in Q4_0 (1.19-1.33, 6 rounds,
-// `scripts/ab_bench.py --field tg_tps`) and 1.25x in Q8_0 (1.20-1.36, 4
-// rounds) on the Zen 5 host, whose Q4_K, with the same bytes per weight as
-// Q4_0, had decoded 1.3x as fast as Q4_0. Q8_0 in 8-block groups without
-// its prefetch (then off on AMD) read 0.90x, prefetched in 2-block groups
-// 0.98x: it is the two together. The kernels' arithmetic is the same either
-// way (matvec_in_l2/q4_0 alike); why the stream reads faster is not
-// understood. Not measured on the Intel host.
+// last group is filled up with zero blocks. Groups of 8 blocks, together
+// with every quantized format prefetching its lines (matmul_avx512.cpp:
+// prefetch), stream faster than the 2-block groups Q8_0 and Q4_0 once had,
+// though the arithmetic is the same.
 // Float formats: [cols][16] values (f32, f16 or bf16 bits).
 // Other GGUF types are dequantized into f32 panels when used.
 #include <algorithm>
@@ -116,9 +101,9 @@ inline int64_t panel_count(int64_t rows) { return (rows + kPanelRows - 1) / kPan
 // slices: decode multiplies slice 0 of a run of panels with slice 0 of the
 // activations, then slice 1, and so on, so a slice's activation lines are
 // used again a few KB of weights later, before the weight stream pushes
-// them out of L1. A whole 16-row panel of the FFN down projection (5632
-// columns, Q4_0 50 KB) pushed them out of the 48 KB L1 before the next
-// panel came to use them. Each slice's sums go on from the sums the
+// them out of L1: a whole 16-row panel of a 5632-column matrix at 4.5 bits
+// a weight (50 KB) outgrows a 48 KB L1 before the next panel comes to use
+// them. Each slice's sums go on from the sums the
 // slices before it left in y (PanelArgs::resume), so for the quantized
 // formats, which sum a token in one chain, the slices are a memory layout
 // only: the results are those of one pass over all the columns
@@ -129,34 +114,11 @@ inline int64_t panel_count(int64_t rows) { return (rows + kPanelRows - 1) / kPan
 // rounding of their own. matmul.cpp's PackedLayout says
 // where each slice of each panel sits. Every slice but the last is `width`
 // columns, a multiple of kGroupCols (whole groups).
-// The widths (measured while Q8_0 and Q4_0 had 2-block groups): tinyllama
-// decode, tokens alternated in one `bench` process between two copies of
-// the model, one packed with 2048-column slices and
-// one with the width tried (rounds of 128 or 256 tokens, Intel AMX host):
-// Q8_0 512 columns 1.002-1.019x (22 rounds; 768 1.007-1.012x, 1024
-// 1.006-1.011x, 256 0.96x), Q4_K 1024 1.006-1.026x (7; 512 level), Q6_K
-// 1024 1.007-1.018x (7; 512 level). Q4_0 1024: 0.989-1.027x, median about
-// 1.00 (20 rounds; 512 0.99x, 256 0.97x), but with 10 nops a line instead
-// of 6 (formats_avx512.h) 0.9998-1.016x, median 1.009 (12). The
-// float formats measured slower sliced (F16 1024 0.995-0.999x, 512 0.98x).
-// About 9-14 KB of a quantized panel between two uses of an activation
-// line, then; less, and a kernel call's setup and each panel's and slice's
-// load and store of its sums start to show.
-// Q4_0 in 8-block groups on the Zen 5 host, though, decoded faster with its
-// panels whole: 8192 columns (every tinyllama matrix in one slice) against
-// 1024, scripts/ab_bench.py --field roofline_frac: 1.077x, 1.020x and
-// 1.032x (8, 10 and 12 rounds; ranges 0.93-1.10), 2048 (the FFN down
-// projection in 3 slices) 0.998x in the same rounds as the 1.020x; tokens
-// alternated between two copies of the model in one `bench` process, 8192
-// against 1024 0.967-0.995x with 8192 loaded first and 1.040-1.070x with
-// it second (two copies packed alike: 1.006-1.026x and 0.908-0.949x: the
-// second copy's speed depends on the pair). pp512 1.040x (4 rounds).
-// Q8_0 whole as well (8192 against 512) measured level while a thread done
-// with its share stole single panels from the other's (1.022x and 1.003x,
-// 10 rounds each, ranges 0.91-1.16; a stolen sliced panel is one short
-// stream per slice), but once it stole ranges (Team::share_ranges) 1.031x
-// and 1.024x (ab_bench.py --field roofline_frac, 10 rounds each, ranges
-// 0.982-1.167), stories110m 1.027x (8, 0.965-1.113), pp512 1.009x (4).
+// The K-quants' slices keep about 9-14 KB of a panel between two uses of an
+// activation line; narrower, and a kernel call's setup and each slice's
+// load and store of its sums start to show. The float formats measured
+// slower in narrower slices than 2048 columns, and Q8_0 and Q4_0, in
+// 8-block groups, faster whole.
 inline int64_t slice_cols(PanelFormat format) {
   switch (format) {
     case PanelFormat::q8_0:

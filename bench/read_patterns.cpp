@@ -1,5 +1,5 @@
 // read_pattern/*: how the shape of a streaming loop decides how much of the
-// read probe's rate (kernels/roofline.h) it gets, on AVX-512 CPUs.
+// read probe's rate (bench/roofline.h) it gets, on AVX-512 CPUs.
 //
 // Decode's quantized kernels read their weights at about 0.87 of the probe
 // on the Intel AMX host, and stay there whatever they do with the bytes
@@ -28,7 +28,7 @@
 // the claims explain the kernels' gap; the layout costs the loop 0.04-0.05
 // of it. On the Zen 5 host (2 runs, against the three-pass probe of then):
 // groups:2 0.94-0.98, groups:8 1.26-1.32, which made groups:8 the probe's
-// fourth pass (kernels/roofline.h).
+// fourth pass (bench/roofline.h).
 #include <benchmark/benchmark.h>
 
 #include <chrono>
@@ -104,7 +104,7 @@ template <int kNops>
 }
 
 // Q8_0's groups of today (panel.h: 8 blocks, 4352 bytes): the read probe's
-// own pass in that layout (kernels/roofline_avx512.cpp), the same loop with
+// own pass in that layout (bench/roofline_avx512.cpp), the same loop with
 // 4 lines of scales. end - p a multiple of 4352.
 void read_groups_of_8(const uint8_t* p, const uint8_t* end) {
   benchmark::DoNotOptimize(kernels::roofline_kernels(kernels::Isa::avx512).read[3](p, static_cast<size_t>(end - p)));

@@ -47,7 +47,9 @@ struct Engine::ModelSlot {
                                   .max_context = info.max_context,
                                   .chunked_prefill = true,
                                   .cache_generated_blocks = info.generated_kv_matches_prompt,
-                                  .eos_token_ids = info.end_of_generation}) {}
+                                  .eos_token_ids = info.end_of_generation}) {
+    metrics.scheduler = scheduler.metrics();  // the pool's size shows before the first step
+  }
   model::Instance& instance;
   model::InstanceInfo info;
   Scheduler scheduler;

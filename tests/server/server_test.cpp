@@ -271,6 +271,13 @@ TEST_F(ServerTest, DrainFinishesInFlightAndRefusesNew) {
 namespace llmserve::server {
 namespace {
 
+// The KV pool's gauges hold its size from the start, not only after a request.
+TEST_F(ServerTest, KvGaugesShowThePoolBeforeAnyRequest) {
+  start();
+  EXPECT_EQ(metric("llmserve:kv_cache_blocks_total"), 256);
+  EXPECT_EQ(metric("llmserve:kv_cache_blocks_free"), 256);
+}
+
 // n choices share one prompt: its tokens are counted (and computed) once.
 TEST_F(ServerTest, ChoicesCountThePromptOnce) {
   start();

@@ -125,6 +125,8 @@ class ThreadPool {
 // is done, whichever thread did it. So a step sees everything earlier steps
 // wrote, but the body's own code between steps may run before the previous
 // step has finished: it must not read what steps write (do that in an item).
+// run_team() walks the body once more to count its steps, so that code must
+// have no side effects and must take the same steps whatever the items do.
 class Team {
  public:
   int thread() const { return thread_; }

@@ -308,13 +308,13 @@ void Engine::step(ModelSlot& slot) {
 void Engine::branch(ModelSlot& slot, const Branch& b) {
   Live& child = *live_.at(b.child);
   const Live& parent = *live_.at(b.parent);
-  child.was_scheduled = true;
-  child.scheduled = parent.scheduled;
-  child.cached_prompt_tokens = parent.cached_prompt_tokens;
   Scheduler& scheduler = slot.scheduler;
   const Sequence* p = scheduler.find(b.parent);
   if (p && p->status == SequenceStatus::Running && !p->cancel_requested &&
       scheduler.metrics().running < config_.max_seqs) {
+    child.was_scheduled = true;  // with choice 0's prompt, cache hits and queue time
+    child.scheduled = parent.scheduled;
+    child.cached_prompt_tokens = parent.cached_prompt_tokens;
     scheduler.fork(b.parent, b.child, b.token);
   } else {
     Sequence seq = std::move(*child.unforked_seq);

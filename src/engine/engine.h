@@ -98,7 +98,8 @@ class Engine {
   // beyond the context or the whole KV pool). Throws Error for bad params.
   uint64_t submit(RequestParams params, OutputCallback callback);
   // Thread-safe. The choice finishes Cancelled and its KV blocks are freed
-  // within one step. Unknown or finished ids are ignored.
+  // within one step; cancelling choice 0 before its first token ends every
+  // choice (they fork from its first logits). Unknown or finished ids are ignored.
   void cancel(uint64_t id);
 
   EngineMetrics metrics(int model = 0) const;

@@ -289,7 +289,7 @@ int Scheduler::set_draft(SeqId id, std::span<const int32_t> draft) {
   if (step_pending_) throw Error("set_draft() must come between postprocess() and the next schedule()");
   Sequence& seq = live(id);
   if (seq.status != SequenceStatus::Running || seq.cancel_requested || seq.num_draft_tokens != 0 ||
-      seq.num_uncomputed_tokens() != 1)
+      seq.num_uncomputed_tokens() != 1 || seq.num_generated_tokens() == 0)
     throw Error("sequence " + std::to_string(id) + " is not about to decode: it cannot take a draft");
   // The token sampled after the drafts must fit the limit too.
   const int room = token_limit(seq) - seq.num_tokens() - 1;
@@ -302,9 +302,12 @@ int Scheduler::set_draft(SeqId id, std::span<const int32_t> draft) {
 void Scheduler::truncate(SeqId id, int n) {
   if (step_pending_) throw Error("truncate() must come between postprocess() and the next schedule()");
   Sequence& seq = live(id);
-  drop_draft(seq);
-  if (seq.status == SequenceStatus::Running && seq.num_uncomputed_tokens() != 1)
+  if (seq.status == SequenceStatus::Running && seq.num_uncomputed_tokens() != 1 + seq.num_draft_tokens)
     throw Error("sequence " + std::to_string(id) + " is still computing its prompt: it cannot be truncated");
+  if (n < 0 || n > seq.num_generated_tokens() - seq.num_draft_tokens)
+    throw Error("sequence " + std::to_string(id) + " cannot drop " + std::to_string(n) + " of its " +
+                std::to_string(seq.num_generated_tokens() - seq.num_draft_tokens) + " generated tokens");
+  drop_draft(seq);
   seq.truncate(n);
   if (seq.status != SequenceStatus::Running) return;
   seq.num_computed_tokens = seq.num_tokens() - 1;

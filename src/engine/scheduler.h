@@ -30,9 +30,9 @@ struct SchedulerConfig {
   int max_seqs = 64;            // sequences holding KV blocks at once
   int max_context = 0;          // tokens per sequence, prompt + generated; 0: only the pool limits it
   bool chunked_prefill = true;  // off: a prompt is computed in one step, so it must fit the budget
-  // The model computes a generated token's KV with the bits a prompt holding
-  // that token would get (model::Instance): then the prefix cache offers
-  // generated blocks too, e.g. a chat's previous answer.
+  // The model computes a generated token's KV as a prompt holding that
+  // token would (model::InstanceInfo::generated_kv_matches_prompt): then the
+  // prefix cache offers generated blocks too, e.g. a chat's previous answer.
   bool cache_generated_blocks = false;
   std::vector<int32_t> eos_token_ids;
 };
@@ -106,8 +106,8 @@ class Scheduler {
   void postprocess(std::span<const EntryResult> results);
 
   // Speculative decoding: appends a proposer's guesses to a running
-  // sequence about to decode; its next decode verifies them all in one
-  // entry. Drafts beyond the sequence's token limit are dropped, and so are
+  // sequence about to decode (past its prompt); its next decode verifies
+  // them all in one entry. The engine proposes none yet. Drafts beyond the sequence's token limit are dropped, and so are
   // all of them if the step has no room; returns how many were kept.
   int set_draft(SeqId id, std::span<const int32_t> draft);
 

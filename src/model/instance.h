@@ -30,9 +30,10 @@ struct InstanceInfo {
   int block_size = 16;        // tokens per block
   int max_batch_tokens = 0;   // most rows one forward pass takes
   std::vector<int32_t> end_of_generation;
-  // A generated token's KV has the bits a prompt holding that token would
-  // give it (every weight type but f16/bf16 with a prompt path): the prefix
-  // cache may then offer generated blocks to later prompts.
+  // A generated token's matmuls give the bits a prompt holding that token
+  // would (every weight type but f16/bf16 with a prompt path), and its
+  // attention agrees to its rounding: the prefix cache may then offer
+  // generated blocks to later prompts (docs/architecture.md).
   bool generated_kv_matches_prompt = false;
 };
 

@@ -22,8 +22,9 @@ class TurnTokens {
  public:
   explicit TurnTokens(const tok::Tokenizer& tok, size_t capacity = 256) : tok_(tok), capacity_(capacity) {}
 
-  // A finished answer: the prompt's text and tokens, the generated tokens.
-  // Kept only if the tokens spell exactly the answer's text.
+  // A finished answer: the prompt's text and tokens, the generated tokens,
+  // kept under the text those tokens spell (a client that sends back other
+  // text finds nothing). The newest turn with a given answer wins.
   void remember(std::string prompt_text, std::vector<int32_t> prompt, const std::vector<int32_t>& answer);
 
   // `tokens`, the encoding of `text`, with the tokens of a remembered answer

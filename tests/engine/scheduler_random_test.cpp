@@ -156,7 +156,8 @@ void run_workload(uint32_t seed, Coverage& coverage) {
       // A draft for a sequence about to decode: the model's own next tokens
       // for a while, then guesses.
       const Sequence* s = d.scheduler.find(random_id());
-      if (s && s->status == SequenceStatus::Running && s->num_uncomputed_tokens() == 1 && !s->cancel_requested) {
+      if (s && s->status == SequenceStatus::Running && s->num_uncomputed_tokens() == 1 &&
+          s->num_generated_tokens() > 0 && !s->cancel_requested) {
         std::vector<int32_t> history(s->all_tokens().begin(), s->all_tokens().end());
         std::vector<int32_t> draft;
         const int right = w.uniform(0, 4);

@@ -303,6 +303,42 @@ TEST(Scheduler, FailStepFinishesItsSequencesWithTheError) {
   EXPECT_EQ(d.scheduler.metrics().blocks_used, 0);
 }
 
+// A draft verified in one entry: the accepted prefix stays, the rest and
+// its KV are rolled back; bad calls are refused without changing anything.
+TEST(Scheduler, DraftsAreVerifiedInOneEntryAndRolledBack) {
+  Driver d(config(64, 4, 64));
+  d.scheduler.add(Sequence(1, tokens(0, 6), 12));
+  d.schedule();
+  EXPECT_THROW(d.scheduler.set_draft(1, std::vector<int32_t>{1}), Error);  // mid-step
+  d.run_model();
+  std::vector<int32_t> history = tokens(0, 6);
+  history.push_back(d.scheduler.find(1)->generated()[0]);
+  std::vector<int32_t> draft;  // two right guesses, then a wrong one
+  for (int i = 0; i < 2; ++i) {
+    draft.push_back(d.model.reference(history));
+    history.push_back(draft.back());
+  }
+  draft.push_back((d.model.reference(history) + 1) % 64);
+  EXPECT_EQ(d.scheduler.set_draft(1, draft), 3);
+  EXPECT_THROW(d.scheduler.set_draft(1, draft), Error);       // one draft at a time
+  EXPECT_THROW(d.scheduler.truncate(1, 99), Error);           // more than it generated
+  EXPECT_EQ(d.scheduler.find(1)->num_draft_tokens, 3);        // unchanged by the refusals
+  const StepRecord s = d.step();
+  ASSERT_EQ(s.entries.size(), 1u);
+  EXPECT_EQ(s.entries[0].num_tokens, 4);
+  EXPECT_EQ(s.entries[0].num_draft, 3);
+  const Sequence& seq = *d.scheduler.find(1);
+  EXPECT_EQ(seq.num_generated_tokens(), 1 + 2 + 1);  // the first token, two accepted, the model's own
+  EXPECT_EQ(seq.num_computed_tokens, 6 + 3);
+  EXPECT_EQ(seq.num_draft_tokens, 0);
+  d.scheduler.truncate(1, 2);
+  EXPECT_EQ(seq.num_generated_tokens(), 2);
+  EXPECT_EQ(seq.num_computed_tokens, 7);
+  d.run();
+  EXPECT_EQ(d.generated(1), d.solo(tokens(0, 6), 12));
+  EXPECT_EQ(d.scheduler.metrics().blocks_used, 0);
+}
+
 TEST(Scheduler, EnforcesTheStepProtocol) {
   Scheduler s(config(64, 4, 64));
   EXPECT_TRUE(s.schedule().empty());

@@ -9,6 +9,7 @@
 int main(int argc, char** argv) {
   CLI::App app{"llmserve: LLM inference and serving engine for GGUF models"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", "llmserve " LLMSERVE_VERSION);
   llmserve::cli::add_generate(app);
   llmserve::cli::add_inspect(app);
   llmserve::cli::add_tokenize(app);
@@ -26,7 +27,8 @@ int main(int argc, char** argv) {
     llmserve::kernels::use_amx();
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version exit 0; every bad flag or value exits 1, as every other error does.
+    return app.exit(e) == 0 ? 0 : 1;
   } catch (const llmserve::Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

@@ -132,6 +132,21 @@ TEST(Cli, BadKernelEnvironmentIsAClearErrorAtStartup) {
   }
 }
 
+// A flag the parser refuses (unknown, missing value, wrong type) exits 1 with
+// a message naming it, as every other error does; --version and --help exit 0.
+TEST(Cli, BadFlagsExitOneAndVersionPrints) {
+  for (const char* args : {"generate --no-such-flag", "generate -n many", "serve --port", "bench --reps"}) {
+    const Result r = run(args);
+    EXPECT_EQ(r.exit_code, 1) << args << ": " << r.out;
+  }
+  const Result unknown = run("generate --no-such-flag");
+  EXPECT_NE(unknown.out.find("--no-such-flag"), std::string::npos) << unknown.out;
+  const Result v = run("--version");
+  EXPECT_EQ(v.exit_code, 0) << v.out;
+  EXPECT_NE(v.out.find("llmserve " LLMSERVE_VERSION), std::string::npos) << v.out;
+  EXPECT_EQ(run("serve --help").exit_code, 0);
+}
+
 TEST(Cli, UnknownShapeIsAClearError) {
   const Result r = run("gen-model --shape nope -o " + temp_path("x.gguf"));
   EXPECT_EQ(r.exit_code, 1) << r.out;

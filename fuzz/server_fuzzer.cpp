@@ -73,7 +73,7 @@ void request_path(uint8_t mode, const std::string& body) {
     if (ep == Endpoint::Chat) {
       for (const ChatTemplate* t : {&llama2, &tools}) {
         try {
-          t->render(r.messages, r.tools, true);
+          t->render(r.messages, nullptr, true);
         } catch (const llmserve::server::jinja::TemplateError&) {
         }
       }

@@ -140,7 +140,7 @@ void Gateway::generate(Endpoint endpoint, const HttpRequest& req, const std::sha
   } else {
     std::string text;
     try {
-      text = template_.render(r.messages, r.tools, true);
+      text = template_.render(r.messages, nullptr, true);
     } catch (const jinja::TemplateError& e) {
       throw ApiError(400, e.what(), "invalid_request_error", "messages");
     }

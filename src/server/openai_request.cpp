@@ -136,10 +136,13 @@ void parse_messages(const Json& body, GenerationRequest& r, const RequestLimits&
     out["content"] = content == msg.end() ? std::string() : message_content(*content, i);
     r.messages.push_back(std::move(out));
   }
+  // Tool calling does not exist yet: refused, not answered as if honoured.
   if (const Json* t = field(body, "tools")) {
     if (!t->is_array()) bad("tools", "'tools' must be an array");
-    if (!t->empty()) r.tools = *t;
+    if (!t->empty()) bad("tools", "tool calling is not supported: 'tools' must be empty or absent");
   }
+  if (const Json* c = field(body, "tool_choice"); c && !(c->is_string() && c->get<std::string>() == "none"))
+    bad("tool_choice", "tool calling is not supported: 'tool_choice' may only be \"none\"");
 }
 
 void parse_stop(const Json& body, GenerationRequest& r, const RequestLimits& limits) {

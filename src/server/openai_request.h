@@ -39,7 +39,6 @@ struct GenerationRequest {
   bool prompt_is_tokens = false;
   // Chat: [{role, content: string, ...}] with content parts joined into one string.
   Json messages;
-  Json tools;                       // passed to the chat template when present
   int max_tokens = -1;              // -1: not given
   engine::SamplingParams sampling;  // OpenAI defaults: temperature 1, no top-k / top-p / min-p
   bool seed_given = false;

@@ -103,6 +103,9 @@ TEST(OpenAIRequest, InvalidRequestsName400AndTheParam) {
       {Endpoint::Chat, R"({"messages": [{"role": "user"}]})", "messages[0].content"},
       {Endpoint::Chat, R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})", "messages[0].content"},
       {Endpoint::Chat, R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})", "top_logprobs"},
+      {Endpoint::Chat, R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]})", "tools"},
+      {Endpoint::Chat, R"({"messages": [{"role": "user", "content": "x"}], "tools": {}})", "tools"},
+      {Endpoint::Chat, R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "auto"})", "tool_choice"},
       {Endpoint::Chat, R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}})",
        "response_format"},
   };
@@ -111,6 +114,10 @@ TEST(OpenAIRequest, InvalidRequestsName400AndTheParam) {
     EXPECT_EQ(e.status, 400) << c.body;
     EXPECT_EQ(e.param, c.param) << c.body << " -> " << e.what();
   }
+  // No tools, said explicitly, is fine.
+  EXPECT_EQ(error_of(Endpoint::Chat, R"({"messages": [{"role": "user", "content": "x"}], "tools": [], "tool_choice": "none"})")
+                .status,
+            0);
 }
 
 TEST(OpenAIRequest, BadJsonAndDepthLimit) {

@@ -97,8 +97,13 @@ void add_generate(CLI::App& app) {
   cmd->add_option("--repeat-penalty", o->sampling.repetition_penalty, "Repetition penalty (1 = off)")->capture_default_str();
   cmd->add_option("--presence-penalty", o->sampling.presence_penalty, "Presence penalty")->capture_default_str();
   cmd->add_option("--frequency-penalty", o->sampling.frequency_penalty, "Frequency penalty")->capture_default_str();
-  cmd->add_option_function<uint64_t>("--seed", [o](uint64_t s) { o->sampling.seed = s; o->seed_given = true; },
-                                     "Random seed (default: from the clock)");
+  cmd->add_option_function<int64_t>(
+      "--seed",
+      [o](int64_t s) {
+        o->sampling.seed = static_cast<uint64_t>(s);
+        o->seed_given = s >= 0;
+      },
+      "Random seed (default, or negative: from the clock)");
   cmd->callback([o] { run_generate(*o); });
 }
 

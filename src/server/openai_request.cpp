@@ -235,7 +235,7 @@ GenerationRequest parse_generation_request(Endpoint endpoint, const Json& body, 
   if (auto v = number(body, "repetition_penalty", 0, 10, true)) s.repetition_penalty = static_cast<float>(*v);
   if (auto v = integer(body, "seed", INT64_MIN, INT64_MAX)) {
     s.seed = static_cast<uint64_t>(*v);
-    r.seed_given = true;
+    r.seed_given = *v >= 0;  // negative, as llama.cpp's -1: a random seed
   }
   if (auto v = integer(body, "n", 1, limits.max_n)) r.n = static_cast<int>(*v);
   parse_stop(body, r, limits);

@@ -147,6 +147,19 @@ TEST(Cli, BadFlagsExitOneAndVersionPrints) {
   EXPECT_EQ(run("serve --help").exit_code, 0);
 }
 
+// A given seed repeats a sampled run; a negative one is random, as llama.cpp's -1.
+TEST(Cli, NegativeSeedIsRandom) {
+  REQUIRE_MODEL(path, "stories260K.gguf");
+  auto sample = [&](const char* seed) {
+    const Result r = run("generate -m " + path + " -p \"Once upon a time\" -n 24 --temp 1.5 --top-k 0 --top-p 1" +
+                         " --min-p 0 -t 1 --seed " + seed);
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+    return r.out.substr(0, r.out.find("timings:"));  // the text, not the timings line
+  };
+  EXPECT_EQ(sample("7"), sample("7"));
+  EXPECT_NE(sample("-1"), sample("-1"));
+}
+
 TEST(Cli, UnknownShapeIsAClearError) {
   const Result r = run("gen-model --shape nope -o " + temp_path("x.gguf"));
   EXPECT_EQ(r.exit_code, 1) << r.out;

@@ -44,8 +44,8 @@ TEST(OpenAIRequest, AllSamplingFields) {
   EXPECT_EQ(r.max_tokens, 7);
   EXPECT_FLOAT_EQ(r.sampling.temperature, 0.5f);
   EXPECT_EQ(r.sampling.top_k, 40);
-  EXPECT_TRUE(r.seed_given);
-  EXPECT_EQ(r.sampling.seed, static_cast<uint64_t>(-3));
+  EXPECT_FALSE(r.seed_given);  // negative: random, as llama.cpp's -1
+  EXPECT_TRUE(parse(Endpoint::Completions, R"({"prompt": "x", "seed": 3})").seed_given);
   EXPECT_EQ(r.stop, (std::vector<std::string>{"a", "bc"}));
   EXPECT_EQ(r.n, 2);
   EXPECT_EQ(r.top_logprobs, 3);

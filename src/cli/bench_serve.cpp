@@ -238,8 +238,8 @@ ServerLatency scrape_server_latency(const server::Url& url, const BenchOptions& 
   const std::pair<std::string_view, double*> wanted[] = {
       {"llmserve:time_to_first_token_seconds_sum", &s.ttft_sum},
       {"llmserve:time_to_first_token_seconds_count", &s.ttft_count},
-      {"llmserve:time_per_output_token_seconds_sum", &s.tpot_sum},
-      {"llmserve:time_per_output_token_seconds_count", &s.tpot_count}};
+      {"llmserve:inter_token_latency_seconds_sum", &s.tpot_sum},
+      {"llmserve:inter_token_latency_seconds_count", &s.tpot_count}};
   int seen = 0;
   std::string_view rest = r.body;
   while (!rest.empty()) {

@@ -142,7 +142,10 @@ std::string ServerMetrics::render(const engine::EngineMetrics& e, const GatewayG
              std::string("finished_reason=\"") + outcome_label(o) + "\"");
 
   w.histogram("llmserve:time_to_first_token_seconds", "Time to first token in seconds.", time_to_first_token);
-  w.histogram("llmserve:time_per_output_token_seconds", "Inter-token latency in seconds.", inter_token_latency);
+  w.histogram("llmserve:inter_token_latency_seconds", "Inter-token latency in seconds.", inter_token_latency);
+  // vLLM's older name for the same histogram, kept for one release.
+  w.histogram("llmserve:time_per_output_token_seconds",
+              "Deprecated: llmserve:inter_token_latency_seconds under its old name.", inter_token_latency);
   w.histogram("llmserve:e2e_request_latency_seconds", "End-to-end request latency in seconds.", e2e_request_latency);
   w.histogram("llmserve:request_queue_time_seconds", "Time requests spent waiting before first scheduled, in seconds.",
               request_queue_time);

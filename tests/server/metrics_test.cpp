@@ -82,6 +82,8 @@ TEST(ServerMetrics, RendersVllmStyleNames) {
            "llmserve:request_success_total{model_name=\"my \\\"model\\\"\",finished_reason=\"abort\"} 1\n",
            "llmserve:time_to_first_token_seconds_bucket{model_name=\"my \\\"model\\\"\",le=\"0.02\"} 1\n",
            "llmserve:time_to_first_token_seconds_count{model_name=\"my \\\"model\\\"\"} 1\n",
+           "# TYPE llmserve:inter_token_latency_seconds histogram\n",
+           "llmserve:inter_token_latency_seconds_count{model_name=\"my \\\"model\\\"\"} 1\n",
            "# TYPE llmserve:time_per_output_token_seconds histogram\n",
            "# TYPE llmserve:e2e_request_latency_seconds histogram\n",
            "# TYPE llmserve:request_queue_time_seconds histogram\n",

@@ -51,7 +51,7 @@ struct Engine::ModelSlot {
     metrics.scheduler = scheduler.metrics();  // the pool's size shows before the first step
   }
   model::Instance& instance;
-  model::InstanceInfo info;
+  const model::InstanceInfo& info;
   Scheduler scheduler;
   EngineMetrics metrics;  // guarded by mu_; the loop publishes after each step
 };

@@ -40,7 +40,7 @@ struct InstanceInfo {
 class Instance {
  public:
   virtual ~Instance() = default;
-  virtual const InstanceInfo& info() const = 0;
+  virtual const InstanceInfo& info() const = 0;  // fixed for the instance's lifetime
   // ModelRunner::forward's contract: the wanted rows' logits, valid until the next call.
   virtual std::span<float> forward(std::span<const SeqBatch> batch) = 0;
   virtual void copy_block(int src, int dst) = 0;  // copy-on-write

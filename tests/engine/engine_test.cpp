@@ -28,6 +28,15 @@ using engine::RequestParams;
 namespace {
 
 struct Result {
+  // Takes one output of its request; true when that was the last.
+  bool take(const RequestOutput& out) {
+    for (const auto& t : out.tokens) tokens.push_back(t.token);
+    if (out.finished) {
+      reason = out.finish_reason;
+      error = out.error;
+    }
+    return out.finished;
+  }
   std::vector<int32_t> tokens;
   FinishReason reason = FinishReason::None;
   std::string error;
@@ -45,11 +54,7 @@ std::vector<Result> run_all(Engine& engine, const std::vector<RequestParams>& re
     for (size_t i = 0; i < requests.size(); ++i) {
       const uint64_t id = engine.submit(requests[i], [&](const RequestOutput& out) {
         std::lock_guard l(mu);
-        Result& r = results[index.at(out.id)];
-        for (const auto& t : out.tokens) r.tokens.push_back(t.token);
-        if (out.finished) {
-          r.reason = out.finish_reason;
-          r.error = out.error;
+        if (results[index.at(out.id)].take(out)) {
           ++done;
           cv.notify_all();
         }
@@ -263,11 +268,7 @@ std::vector<Result> run_choices(Engine& engine, const RequestParams& request) {
     first = engine.submit(request, [&](const RequestOutput& out) {
       std::lock_guard l(mu);
       EXPECT_EQ(out.id, first + static_cast<uint64_t>(out.index));
-      Result& r = results.at(static_cast<size_t>(out.index));
-      for (const auto& t : out.tokens) r.tokens.push_back(t.token);
-      if (out.finished) {
-        r.reason = out.finish_reason;
-        r.error = out.error;
+      if (results.at(static_cast<size_t>(out.index)).take(out)) {
         ++done;
         cv.notify_all();
       }

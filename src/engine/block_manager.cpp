@@ -162,11 +162,8 @@ void BlockManager::truncate(Sequence& seq, int num_tokens) {
   }
   if (num_tokens % block_size_ == 0 || table.empty()) return;
   const int last = table.back();
-  Block& b = blocks_[static_cast<size_t>(last)];
-  if (b.ref_count > 1 || !b.hashed) return;
-  if (findable(last)) cached_.erase(b.hash);
-  b.hashed = false;
-  ++b.generation;  // blocks registered after it no longer chain to it
+  const Block& b = blocks_[static_cast<size_t>(last)];
+  if (b.ref_count == 1 && b.hashed) forget(last);
 }
 
 void BlockManager::fork(const Sequence& parent, Sequence& child) {
@@ -191,12 +188,18 @@ int BlockManager::take_fresh() {
   const int id = head_;
   if (id < 0) fail("out of blocks");
   unlink(id);
-  Block& b = blocks_[static_cast<size_t>(id)];
-  if (findable(id)) cached_.erase(b.hash);
+  forget(id);
+  blocks_[static_cast<size_t>(id)].ref_count = 1;
+  return id;
+}
+
+// The block's content is about to change: out of the prefix cache, and
+// blocks registered after it no longer chain to it.
+void BlockManager::forget(int block) {
+  Block& b = blocks_[static_cast<size_t>(block)];
+  if (findable(block)) cached_.erase(b.hash);
   b.hashed = false;
   ++b.generation;
-  b.ref_count = 1;
-  return id;
 }
 
 void BlockManager::acquire(int block) {

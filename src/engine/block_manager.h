@@ -99,6 +99,7 @@ class BlockManager {
   std::span<const int32_t> tokens_of(int block) const;
   bool findable(int block) const;
   int take_fresh();
+  void forget(int block);
   void acquire(int block);
   void release(int block);
   void unlink(int block);

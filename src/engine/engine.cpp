@@ -36,8 +36,29 @@ void fill_logprobs(std::span<const float> logits, int32_t token, int top, Genera
 
 }  // namespace
 
+StepCost measure_step_cost(model::Instance& instance, int max_rows, int repeats) {
+  const model::InstanceInfo& info = instance.info();
+  max_rows = std::clamp(max_rows, 1, std::min({info.max_batch_tokens, info.max_context, info.kv_blocks * info.block_size}));
+  const std::vector<int32_t> tokens(static_cast<size_t>(max_rows), info.n_vocab > 1 ? 1 : 0);
+  std::vector<int32_t> blocks(static_cast<size_t>((max_rows + info.block_size - 1) / info.block_size));
+  for (size_t i = 0; i < blocks.size(); ++i) blocks[i] = static_cast<int32_t>(i);
+  std::vector<std::pair<int, double>> points;
+  for (int rows = 1;; rows = std::min(max_rows, 2 * rows - 1)) {  // 1, 2, 3, 5, 9, 17, ...
+    double best = INFINITY;
+    for (int i = 0; i < std::max(1, repeats); ++i) {
+      const model::SeqBatch b{std::span(tokens).first(static_cast<size_t>(rows)), 0, blocks, model::Logits::Last, 0};
+      const auto t0 = Clock::now();
+      instance.forward(std::span(&b, 1));
+      best = std::min(best, ms_between(t0, Clock::now()));
+    }
+    points.emplace_back(rows, best);
+    if (rows == max_rows) break;
+  }
+  return StepCost(std::move(points));
+}
+
 struct Engine::ModelSlot {
-  ModelSlot(model::Instance& m, const EngineConfig& c)
+  ModelSlot(model::Instance& m, const EngineConfig& c, SpecConfig sc)
       : instance(m),
         info(m.info()),
         scheduler(SchedulerConfig{.num_blocks = info.kv_blocks,
@@ -49,10 +70,19 @@ struct Engine::ModelSlot {
                                   .cache_generated_blocks = info.generated_kv_matches_prompt,
                                   .eos_token_ids = info.end_of_generation}) {
     metrics.scheduler = scheduler.metrics();  // the pool's size shows before the first step
+    if (sc.proposer && (sc.max_k < 1 || sc.max_k > 16)) throw Error("speculative decoding: k must be in 1..16");
+    if (sc.proposer && sc.adaptive && sc.cost.points().empty())
+      sc.cost = measure_step_cost(m, std::min(info.max_batch_tokens, (sc.max_k + 1) * 4));
+    spec = std::move(sc);
+    spec_metrics.accepted_per_pos.assign(static_cast<size_t>(spec.max_k), 0);
+    metrics.spec = spec_metrics;
   }
   model::Instance& instance;
   const model::InstanceInfo& info;
   Scheduler scheduler;
+  SpecConfig spec;
+  SpecMetrics spec_metrics;
+  double draft_ms_per_k = 0;  // the proposer's time per drafted position, running mean
   EngineMetrics metrics;  // guarded by mu_; the loop publishes after each step
 };
 
@@ -60,8 +90,9 @@ struct Engine::Live {
   Live(OutputCallback cb, const RequestParams& p, int index, uint64_t leader, Clock::time_point submitted)
       : callback(std::move(cb)), sampler(with_seed(p.sampling, p.sampling.seed + static_cast<uint64_t>(index))),
         model(p.model), index(index), leader(leader), top_logprobs(p.top_logprobs),
+        draft_sampler(with_seed(p.sampling, ~(p.sampling.seed + static_cast<uint64_t>(index)))),
         prompt_tokens(static_cast<int>(p.prompt.size())), stop_ids(p.stop_token_ids), ignore_eos(p.ignore_eos),
-        submitted(submitted) {}
+        speculative(p.speculative), submitted(submitted) {}
 
   static SamplingParams with_seed(SamplingParams s, uint64_t seed) {
     s.seed = seed;
@@ -81,9 +112,14 @@ struct Engine::Live {
   std::vector<uint64_t> unforked;  // choice 0: the other choices, until its first token
   std::optional<Sequence> unforked_seq;  // choice > 0 until then: its sequence, should it not fork
   int top_logprobs;
+  Sampler draft_sampler;  // a model proposer's draws, with the request's parameters
+  Draft draft;            // the guesses its next decode verifies
+  Acceptance acceptance;
+  int steps_without_draft = 0;
   int prompt_tokens;
   std::vector<int32_t> stop_ids;
   bool ignore_eos;
+  bool speculative;
   int cached_prompt_tokens = 0;
   int generated = 0;
   Clock::time_point submitted, scheduled, first_token, last_token;
@@ -92,7 +128,8 @@ struct Engine::Live {
 
 Engine::Engine(std::vector<model::Instance*> models, EngineConfig config) : config_(config) {
   if (models.empty()) throw Error("the engine needs at least one model");
-  for (model::Instance* m : models) models_.push_back(std::make_unique<ModelSlot>(*m, config_));
+  for (size_t i = 0; i < models.size(); ++i)
+    models_.push_back(std::make_unique<ModelSlot>(*models[i], config_, i < config_.spec.size() ? config_.spec[i] : SpecConfig{}));
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -221,8 +258,8 @@ void Engine::step(ModelSlot& slot) {
     // Prompt tokens are those below the prompt's length, also when a
     // preempted sequence recomputes its generated ones (model::SeqBatch).
     const int prompt_tokens = std::clamp(s.seq->num_prompt_tokens() - s.start, 0, s.num_tokens);
-    batch.push_back({s.seq->all_tokens().subspan(s.start, s.num_tokens), s.start, s.seq->block_table,
-                     s.needs_logits ? model::Logits::Last : model::Logits::None, prompt_tokens});
+    const auto logits = s.num_draft > 0 ? model::Logits::All : s.needs_logits ? model::Logits::Last : model::Logits::None;
+    batch.push_back({s.seq->all_tokens().subspan(s.start, s.num_tokens), s.start, s.seq->block_table, logits, prompt_tokens});
     Live& live = *live_.at(s.seq->id());
     if (!live.was_scheduled) {
       live.was_scheduled = true;
@@ -240,9 +277,9 @@ void Engine::step(ModelSlot& slot) {
     return;
   }
 
-  // Sample one token per sequence that wanted logits, in plan order; the
-  // first logits of a request with n > 1 choices also give the others'
-  // first tokens.
+  // Sample one token per sequence that wanted logits, in plan order (after
+  // verifying its draft, if it has one); the first logits of a request with
+  // n > 1 choices also give the others' first tokens.
   const size_t vocab = static_cast<size_t>(slot.info.n_vocab);
   std::vector<EntryResult>& sampled = sampled_;
   std::vector<std::pair<uint64_t, GeneratedToken>>& outputs = outputs_;
@@ -254,6 +291,12 @@ void Engine::step(ModelSlot& slot) {
   for (const ScheduledSeq& s : plan.seqs) {
     if (!s.needs_logits) continue;
     Live& live = *live_.at(s.seq->id());
+    if (s.num_draft > 0) {
+      const size_t rows = 1 + static_cast<size_t>(s.num_draft);
+      sampled.push_back(verify_draft(slot, live, *s.seq, s.num_draft, logits.subspan(row * vocab, rows * vocab)));
+      row += rows;
+      continue;
+    }
     std::span<float> l = logits.subspan(row++ * vocab, vocab);
     const bool branches = !live.unforked.empty();
     if (live.top_logprobs >= 0 || branches) raw.assign(l.begin(), l.end());  // the sampler modifies l
@@ -273,6 +316,7 @@ void Engine::step(ModelSlot& slot) {
   }
   scheduler.postprocess(sampled);
   for (const Branch& b : branches_) branch(slot, b);
+  propose(slot);
 
   const auto now = Clock::now();
   uint64_t new_tokens = 0;
@@ -281,7 +325,7 @@ void Engine::step(ModelSlot& slot) {
     if (live.generated++ == 0) live.first_token = now;
     live.last_token = now;
     ++new_tokens;
-    if (live.is_stop(g.token, slot.info.end_of_generation)) continue;
+    if (live.is_stop(g.token, slot.info.end_of_generation)) continue;  // verify_draft emits nothing after one
     RequestOutput out;
     out.id = id;
     out.index = live.index;
@@ -297,8 +341,81 @@ void Engine::step(ModelSlot& slot) {
   EngineMetrics& m = slot.metrics;
   m.scheduler = scheduler.metrics();
   m.generated_tokens += new_tokens;
+  m.spec = slot.spec_metrics;
   m.steps += 1;
   m.last_step_ms = ms_between(t0, Clock::now());
+}
+
+// The entry's tokens: the accepted drafts and the one after them, up to
+// the first that stops the request (the scheduler drops the rest).
+EntryResult Engine::verify_draft(ModelSlot& slot, Live& live, const Sequence& seq, int num_draft, std::span<float> logits) {
+  const size_t vocab = static_cast<size_t>(slot.info.n_vocab);
+  Draft& draft = live.draft;
+  draft.tokens.resize(static_cast<size_t>(num_draft));  // the scheduler keeps all of a draft or none
+  if (!draft.q.empty()) draft.q.resize(draft.tokens.size() * vocab);
+  if (live.top_logprobs >= 0) raw_logits_.assign(logits.begin(), logits.end());
+  const auto generated = seq.generated();
+  history_.assign(generated.begin(), generated.end() - num_draft);
+  const EntryResult r = verify(live.sampler, logits, vocab, draft, history_, probs_);
+
+  SpecMetrics& m = slot.spec_metrics;
+  ++m.drafts;
+  m.draft_tokens += static_cast<uint64_t>(num_draft);
+  m.accepted_tokens += static_cast<uint64_t>(r.accepted_drafts);
+  for (int i = 0; i < r.accepted_drafts; ++i) ++m.accepted_per_pos[static_cast<size_t>(i)];
+  live.acceptance.record(num_draft, r.accepted_drafts);
+
+  for (int i = 0; i <= r.accepted_drafts; ++i) {
+    GeneratedToken g{i < r.accepted_drafts ? draft.tokens[static_cast<size_t>(i)] : r.token, 0.0f, {}};
+    if (live.top_logprobs >= 0)
+      fill_logprobs(std::span(raw_logits_).subspan(static_cast<size_t>(i) * vocab, vocab), g.token, live.top_logprobs, g);
+    const bool stop = live.is_stop(g.token, slot.info.end_of_generation);
+    outputs_.emplace_back(seq.id(), std::move(g));
+    if (stop) break;
+  }
+  return r;
+}
+
+// Drafts for the next step's decodes, as many per sequence as pay for
+// their rows (or max_k when not adaptive).
+void Engine::propose(ModelSlot& slot) {
+  const SpecConfig& spec = slot.spec;
+  if (!spec.proposer) return;
+  slot.scheduler.draftable(draftable_);
+  std::erase_if(draftable_, [&](const Sequence* s) { return !live_.at(s->id())->speculative; });
+  if (draftable_.empty()) return;
+  alpha_.clear();
+  for (const Sequence* s : draftable_) alpha_.push_back(live_.at(s->id())->acceptance.rate());
+  if (spec.adaptive)
+    choose_draft_lengths(alpha_, spec.max_k, spec.cost, slot.draft_ms_per_k, draft_k_);
+  else
+    draft_k_.assign(draftable_.size(), spec.max_k);
+
+  draft_requests_.clear();
+  int passes = 0;
+  for (size_t i = 0; i < draftable_.size(); ++i) {
+    const Sequence& seq = *draftable_[i];
+    Live& live = *live_.at(seq.id());
+    // A sequence whose drafts stopped paying gets one now and then, so its
+    // acceptance can recover.
+    if (draft_k_[i] == 0 && ++live.steps_without_draft >= 32) draft_k_[i] = 1;
+    if (draft_k_[i] == 0) continue;
+    live.steps_without_draft = 0;
+    passes = std::max(passes, draft_k_[i]);
+    draft_requests_.push_back({seq.id(), seq.all_tokens(), seq.num_prompt_tokens(), draft_k_[i], &live.draft_sampler, &live.draft});
+  }
+  if (draft_requests_.empty()) return;
+  const auto t0 = Clock::now();
+  spec.proposer->propose(draft_requests_);
+  const double ms = ms_between(t0, Clock::now()) / passes;
+  slot.draft_ms_per_k = slot.draft_ms_per_k == 0 ? ms : 0.9 * slot.draft_ms_per_k + 0.1 * ms;
+
+  const size_t vocab = static_cast<size_t>(slot.info.n_vocab);
+  for (const DraftRequest& r : draft_requests_) {
+    Draft& d = *r.out;
+    d.tokens.resize(static_cast<size_t>(slot.scheduler.set_draft(r.id, d.tokens)));
+    if (!d.q.empty()) d.q.resize(d.tokens.size() * vocab);
+  }
 }
 
 // Choice b.child continues choice 0's history with its own first token,
@@ -344,6 +461,7 @@ void Engine::deliver(uint64_t id, FinishReason reason, const std::string& error)
   if (live.generated > 0) t.ttft_ms = ms_between(live.submitted, live.first_token);
   if (live.generated > 1) t.tpot_ms = ms_between(live.first_token, live.last_token) / (live.generated - 1);
   live.callback(out);
+  if (Proposer* p = models_[static_cast<size_t>(live.model)]->spec.proposer) p->release(id);
   live_.erase(it);
 }
 

@@ -17,15 +17,34 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/proposer.h"
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
+#include "engine/speculative.h"
 #include "model/instance.h"
 
 namespace llmserve::engine {
 
+// Speculative decoding for one model: its proposer drafts up to max_k
+// tokens per decode, verified in the next step.
+struct SpecConfig {
+  Proposer* proposer = nullptr;  // none: plain decoding; must outlive the engine
+  int max_k = 4;
+  // Choose each sequence's k per step (choose_draft_lengths) from its
+  // acceptance and `cost`; off: always max_k.
+  bool adaptive = true;
+  StepCost cost;  // step time by rows; empty: measure_step_cost() at start
+};
+
 struct EngineConfig {
   int max_seqs = 64;  // sequences running at once, per model (--max-seqs)
+  std::vector<SpecConfig> spec = {};  // by model index; missing or no proposer: off
 };
+
+// Times forward passes of 1 .. max_rows rows of one sequence (a few widths,
+// best of `repeats`), in KV blocks no sequence holds yet: call it before
+// the instance serves.
+StepCost measure_step_cost(model::Instance& instance, int max_rows, int repeats = 3);
 
 struct RequestParams {
   int model = 0;                       // which of the engine's models
@@ -38,6 +57,7 @@ struct RequestParams {
   // Choices sampled from one prompt, computed once: choice i has id
   // submit() + i and seed sampling.seed + i, and shares the prompt's KV.
   int n = 1;
+  bool speculative = true;  // false: no drafts for this request even when the model has a proposer
 };
 
 struct TokenLogprob {
@@ -74,8 +94,17 @@ struct RequestOutput {
 
 using OutputCallback = std::function<void(const RequestOutput&)>;
 
+// vLLM's spec_decode counters.
+struct SpecMetrics {
+  uint64_t drafts = 0;           // verify entries
+  uint64_t draft_tokens = 0;     // tokens proposed and verified
+  uint64_t accepted_tokens = 0;
+  std::vector<uint64_t> accepted_per_pos;  // [i]: drafts whose i-th token was accepted
+};
+
 struct EngineMetrics {
   SchedulerMetrics scheduler;
+  SpecMetrics spec;
   uint64_t requests_submitted = 0;
   uint64_t prompt_tokens = 0;          // computed or cached, of admitted requests (once for n choices)
   uint64_t generated_tokens = 0;
@@ -121,6 +150,8 @@ class Engine {
   };
   void loop();
   void step(ModelSlot& slot);
+  void propose(ModelSlot& slot);
+  EntryResult verify_draft(ModelSlot& slot, Live& live, const Sequence& seq, int num_draft, std::span<float> logits);
   void take_inbox();
   void branch(ModelSlot& slot, const Branch& b);
   void deliver_finished(ModelSlot& slot);
@@ -143,7 +174,12 @@ class Engine {
   std::vector<EntryResult> sampled_;
   std::vector<std::pair<uint64_t, GeneratedToken>> outputs_;
   std::vector<Branch> branches_;
-  std::vector<float> raw_logits_, branch_logits_;
+  std::vector<float> raw_logits_, branch_logits_, probs_;
+  std::vector<int32_t> history_;
+  std::vector<const Sequence*> draftable_;
+  std::vector<DraftRequest> draft_requests_;
+  std::vector<double> alpha_;
+  std::vector<int> draft_k_;
   std::thread thread_;
 };
 

@@ -49,11 +49,48 @@ void Sampler::apply_penalties(std::span<float> logits, std::span<const int32_t> 
 }
 
 int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> history) {
+  if (greedy()) {
+    filter(logits, history);
+    return argmax(logits);
+  }
+  double r = uniform() * filter(logits, history);
+  for (const auto& c : candidates_) {
+    r -= c.first;
+    if (r < 0.0) return c.second;
+  }
+  return candidates_.back().second;
+}
+
+void Sampler::probabilities(std::span<float> logits, std::span<const int32_t> history, std::vector<float>& probs) {
+  probs.assign(logits.size(), 0.0f);
+  if (greedy()) {
+    filter(logits, history);
+    probs[static_cast<size_t>(argmax(logits))] = 1.0f;
+    return;
+  }
+  const double kept = filter(logits, history);
+  for (const auto& c : candidates_) probs[static_cast<size_t>(c.second)] = static_cast<float>(c.first / kept);
+}
+
+int32_t Sampler::draw(std::span<const float> weights) {
+  double total = 0.0;
+  for (float w : weights) total += w;
+  double r = uniform() * total;
+  int32_t last = 0;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    if (weights[i] <= 0.0f) continue;
+    last = static_cast<int32_t>(i);
+    r -= weights[i];
+    if (r < 0.0) return last;
+  }
+  return last;
+}
+
+double Sampler::filter(std::span<float> logits, std::span<const int32_t> history) {
   for (int32_t t : history)
     if (t < 0 || static_cast<size_t>(t) >= logits.size()) throw Error("history token out of vocabulary range");
   apply_penalties(logits, history);
-  if (p_.temperature <= 0.0f) return argmax(logits);
-
+  if (greedy()) return 0.0;
   // Softmax at temperature. Only top-p needs the candidates in order of
   // probability, and only as far as its mass reaches: sorting a whole
   // vocabulary (32k-150k entries) for every token took milliseconds per
@@ -92,12 +129,7 @@ int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> histor
   }
   double kept = 0.0;
   for (const auto& c : candidates_) kept += c.first;
-  double r = uniform() * kept;
-  for (const auto& c : candidates_) {
-    r -= c.first;
-    if (r < 0.0) return c.second;
-  }
-  return candidates_.back().second;
+  return kept;
 }
 
 }  // namespace llmserve::engine

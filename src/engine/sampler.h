@@ -32,9 +32,20 @@ class Sampler {
   // `logits` is modified (penalties, temperature).
   int32_t sample(std::span<float> logits, std::span<const int32_t> history);
 
+  // The distribution sample() draws from, dense over the vocabulary and
+  // summing to 1 (one-hot at the argmax when greedy). Speculative decoding
+  // compares the target's and the draft's.
+  void probabilities(std::span<float> logits, std::span<const int32_t> history, std::vector<float>& probs);
+  // A token drawn from `weights` (>= 0, not all 0; need not sum to 1).
+  int32_t draw(std::span<const float> weights);
+  double uniform();  // [0, 1), identical on every platform for a seed
+  bool greedy() const { return p_.temperature <= 0.0f; }
+
  private:
   void apply_penalties(std::span<float> logits, std::span<const int32_t> history) const;
-  double uniform();  // [0, 1), identical on every platform for a seed
+  // Leaves the tokens sampling may pick in candidates_, with unnormalized
+  // weights; returns their sum.
+  double filter(std::span<float> logits, std::span<const int32_t> history);
 
   SamplingParams p_;
   std::mt19937_64 rng_;

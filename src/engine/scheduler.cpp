@@ -285,11 +285,23 @@ int Scheduler::cacheable_tokens(const Sequence& seq) const {
   return config_.cache_generated_blocks ? seq.num_tokens() : seq.num_prompt_tokens();
 }
 
+namespace {
+bool may_draft(const Sequence& seq) {
+  return seq.status == SequenceStatus::Running && !seq.cancel_requested && seq.num_draft_tokens == 0 &&
+         seq.num_uncomputed_tokens() == 1 && seq.num_generated_tokens() > 0;
+}
+}  // namespace
+
+void Scheduler::draftable(std::vector<const Sequence*>& out) const {
+  out.clear();
+  for (const Sequence* seq : running_)
+    if (may_draft(*seq)) out.push_back(seq);
+}
+
 int Scheduler::set_draft(SeqId id, std::span<const int32_t> draft) {
   if (step_pending_) throw Error("set_draft() must come between postprocess() and the next schedule()");
   Sequence& seq = live(id);
-  if (seq.status != SequenceStatus::Running || seq.cancel_requested || seq.num_draft_tokens != 0 ||
-      seq.num_uncomputed_tokens() != 1 || seq.num_generated_tokens() == 0)
+  if (!may_draft(seq))
     throw Error("sequence " + std::to_string(id) + " is not about to decode: it cannot take a draft");
   // The token sampled after the drafts must fit the limit too.
   const int room = token_limit(seq) - seq.num_tokens() - 1;

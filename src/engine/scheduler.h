@@ -107,9 +107,12 @@ class Scheduler {
 
   // Speculative decoding: appends a proposer's guesses to a running
   // sequence about to decode (past its prompt); its next decode verifies
-  // them all in one entry. The engine proposes none yet. Drafts beyond the sequence's token limit are dropped, and so are
+  // them all in one entry. Drafts beyond the sequence's token limit are dropped, and so are
   // all of them if the step has no room; returns how many were kept.
   int set_draft(SeqId id, std::span<const int32_t> draft);
+
+  // The running sequences set_draft() may extend now.
+  void draftable(std::vector<const Sequence*>& out) const;
 
   // Rolls back a sequence's last n generated tokens and the KV behind them,
   // freeing blocks it no longer needs; its new last token is computed next.

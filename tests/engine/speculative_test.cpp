@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <numeric>
 
 #include "core/error.h"
@@ -273,4 +274,89 @@ TEST(Speculative, NgramGreedyEqualsPlainDecodingF16) {
 TEST(Speculative, NgramGreedyWithPreemptionChunkingAndSmallBlocks) {
   REQUIRE_MODEL(path, "stories260K.gguf");
   expect_speculative_equals_alone(path, blocks(56, 4, 16), 40, 6);
+}
+
+namespace {
+
+// The first `n` tokens of `draws` sampled requests for one prompt, seeds 0, 1, ...
+std::vector<std::vector<int32_t>> sample_many(Engine& engine, const std::vector<int32_t>& prompt, int n, int draws) {
+  std::vector<RequestParams> requests;
+  std::vector<std::vector<int32_t>> out;
+  const int wave = 256;  // requests in flight at once
+  for (int first = 0; first < draws; first += wave) {
+    requests.clear();
+    for (int i = first; i < std::min(draws, first + wave); ++i) {
+      RequestParams p;
+      p.prompt = prompt;
+      p.max_new_tokens = n;
+      p.ignore_eos = true;
+      p.sampling.temperature = 1.0f;
+      p.sampling.top_k = 0;
+      p.sampling.top_p = 0.9f;
+      p.sampling.min_p = 0.0f;
+      p.sampling.seed = static_cast<uint64_t>(i);
+      requests.push_back(std::move(p));
+    }
+    for (auto& r : run_all(engine, requests)) out.push_back(std::move(r.tokens));
+  }
+  return out;
+}
+
+// Two-sample chi-square homogeneity statistic of position `pos` of a and b,
+// pooling the tokens expected fewer than 5 times in either sample.
+double homogeneity(const std::vector<std::vector<int32_t>>& a, const std::vector<std::vector<int32_t>>& b, size_t pos,
+                   int& dof) {
+  std::map<int32_t, std::pair<double, double>> counts;
+  for (const auto& t : a) counts[t.at(pos)].first += 1;
+  for (const auto& t : b) counts[t.at(pos)].second += 1;
+  const double na = static_cast<double>(a.size()), nb = static_cast<double>(b.size());
+  std::vector<std::pair<double, double>> cells{{0, 0}};  // cells[0]: the pooled rare tokens
+  for (const auto& [token, c] : counts) {
+    const double total = c.first + c.second;
+    if (total * std::min(na, nb) / (na + nb) < 5) {
+      cells[0].first += c.first;
+      cells[0].second += c.second;
+    } else {
+      cells.push_back(c);
+    }
+  }
+  double x2 = 0;
+  dof = -1;
+  for (const auto& [ca, cb] : cells) {
+    const double total = ca + cb;
+    if (total == 0) continue;
+    const double ea = total * na / (na + nb), eb = total * nb / (na + nb);
+    x2 += (ca - ea) * (ca - ea) / ea + (cb - eb) * (cb - eb) / eb;
+    ++dof;
+  }
+  return x2;
+}
+
+#if defined(__SANITIZE_ADDRESS__)
+constexpr int kDraws = 10'000;  // the sanitized build runs ~10x slower; the release build runs all
+#else
+constexpr int kDraws = 100'000;
+#endif
+
+}  // namespace
+
+// Sampling with n-gram drafts gives each of the first tokens the
+// distribution plain sampling gives it (top-p included).
+TEST(Speculative, NgramSamplingMatchesPlainSamplingInDistribution) {
+  REQUIRE_MODEL(path, "stories260K.gguf");
+  NgramProposer ngram;
+  Served spec(path, blocks(1024, 16, 512), with_proposer(ngram, 3, 256));
+  Served plain(path, blocks(1024, 16, 512), {.max_seqs = 256, .spec = {}});
+  // A prompt whose n-grams recur, so drafts are proposed at every position.
+  const auto prompt = spec.tok().encode("Lily and Tom. Lily and Tom. Lily and Tom. Lily and", true);
+  const int n = 4;
+  const auto a = sample_many(spec.engine, prompt, n, kDraws);
+  const auto b = sample_many(plain.engine, prompt, n, kDraws);
+  EXPECT_GT(spec.engine.metrics().spec.draft_tokens, static_cast<uint64_t>(kDraws));
+  for (size_t pos = 0; pos < static_cast<size_t>(n); ++pos) {
+    int dof = 0;
+    const double x2 = homogeneity(a, b, pos, dof);
+    ASSERT_GT(dof, 0);
+    EXPECT_LT(x2, chi_square_limit(dof)) << "position " << pos << ", " << dof << " degrees of freedom";
+  }
 }

@@ -23,6 +23,14 @@ std::string client_address(const std::string& remote) {
   return colon == std::string::npos ? remote : remote.substr(0, colon);
 }
 
+// X-Request-Id values taken as they are: 1 to 128 visible ASCII characters.
+bool usable_request_id(std::string_view id) {
+  if (id.empty() || id.size() > 128) return false;
+  for (char c : id)
+    if (c < 0x21 || c > 0x7e) return false;
+  return true;
+}
+
 ApiError with_retry(ApiError e, int seconds) {
   e.retry_after_s = seconds;
   return e;
@@ -49,27 +57,43 @@ HttpResponse Gateway::error_page(int status, const std::string& message) {
   return {status, "application/json", error_body(ApiError(status, message, error_type_for(status), {}, code ? code : "")), {}};
 }
 
-void Gateway::send(const std::shared_ptr<Exchange>& ex, const HttpRequest& req, HttpResponse r) {
+std::string Gateway::new_id(const char* prefix) {
+  char id[48];
+  std::snprintf(id, sizeof id, "%s%016llx", prefix, static_cast<unsigned long long>(next_id_.fetch_add(1) * 0x9E3779B97F4A7C15ull));
+  return id;
+}
+
+std::string Gateway::request_id(const HttpRequest& req) {
+  const std::string* given = req.header("x-request-id");
+  return given && usable_request_id(*given) ? *given : new_id("req_");
+}
+
+void Gateway::send(Call& call, HttpResponse r) {
   metrics_.count_http_status(r.status);
+  const HttpRequest& req = call.req;
   const bool quiet = req.path() == "/health" || req.path() == "/metrics";
-  if (quiet) spdlog::debug("{} {} {} status={}", req.remote, req.method, req.target, r.status);
-  else spdlog::info("{} {} {} status={} bytes={}", req.remote, req.method, req.target, r.status, r.body.size());
-  ex->respond(std::move(r));
+  if (quiet) spdlog::debug("{} {} {} status={} request_id={}", req.remote, req.method, req.target, r.status, call.id);
+  else spdlog::info("{} {} {} status={} bytes={} request_id={}", req.remote, req.method, req.target, r.status, r.body.size(), call.id);
+  r.headers.insert(r.headers.end(), call.headers.begin(), call.headers.end());
+  call.ex->respond(std::move(r));
 }
 
 void Gateway::handle(HttpRequest req, std::shared_ptr<Exchange> ex) {
+  Call call{req, std::move(ex), request_id(req), {}};
+  call.headers.emplace_back("x-request-id", call.id);
   try {
-    route(req, ex);
+    route(call);
   } catch (const ApiError& e) {
     HttpResponse r{e.status, "application/json", error_body(e), {}};
     if (e.retry_after_s > 0) r.headers.emplace_back("Retry-After", std::to_string(e.retry_after_s));
-    send(ex, req, std::move(r));
+    send(call, std::move(r));
   } catch (const std::exception& e) {
-    send(ex, req, {500, "application/json", error_body(ApiError(500, e.what(), "server_error")), {}});
+    send(call, {500, "application/json", error_body(ApiError(500, e.what(), "server_error")), {}});
   }
 }
 
-void Gateway::route(const HttpRequest& req, const std::shared_ptr<Exchange>& ex) {
+void Gateway::route(Call& call) {
+  const HttpRequest& req = call.req;
   const std::string_view path = req.path();
   auto only = [&](const char* method) {
     if (req.method == method) return;
@@ -78,22 +102,22 @@ void Gateway::route(const HttpRequest& req, const std::shared_ptr<Exchange>& ex)
   };
   if (path == "/health") {
     only("GET");
-    if (draining_) return send(ex, req, {503, "application/json", R"({"status":"draining"})", {{"Retry-After", "5"}}});
-    return send(ex, req, {200, "application/json", R"({"status":"ok"})", {}});
+    if (draining_) return send(call, {503, "application/json", R"({"status":"draining"})", {{"Retry-After", "5"}}});
+    return send(call, {200, "application/json", R"({"status":"ok"})", {}});
   }
   if (path == "/metrics") {
     only("GET");
-    return send(ex, req, {200, "text/plain; version=0.0.4; charset=utf-8", metrics_text(), {}});
+    return send(call, {200, "text/plain; version=0.0.4; charset=utf-8", metrics_text(), {}});
   }
   if (path == "/v1/models") {
     only("GET");
     std::string client;
     authorize(req, client);
-    return send(ex, req, {200, "application/json", dump(model_list(config_.model_name, created_, engine_.info().max_context)), {}});
+    return send(call, {200, "application/json", dump(model_list(config_.model_name, created_, engine_.info().max_context)), {}});
   }
   if (path == "/v1/completions" || path == "/v1/chat/completions") {
     only("POST");
-    return generate(path == "/v1/completions" ? Endpoint::Completions : Endpoint::Chat, req, ex);
+    return generate(path == "/v1/completions" ? Endpoint::Completions : Endpoint::Chat, call);
   }
   throw ApiError(404, "unknown request URL: " + req.method + " " + std::string(path), "invalid_request_error", {}, "unknown_url");
 }
@@ -111,7 +135,8 @@ void Gateway::authorize(const HttpRequest& req, std::string& client) const {
   client = std::move(*key);
 }
 
-void Gateway::generate(Endpoint endpoint, const HttpRequest& req, const std::shared_ptr<Exchange>& ex) {
+void Gateway::generate(Endpoint endpoint, Call& call) {
+  const HttpRequest& req = call.req;
   if (draining_) throw with_retry(ApiError(503, "the server is shutting down", "service_unavailable_error"), 5);
   std::string client;
   authorize(req, client);
@@ -182,13 +207,13 @@ void Gateway::generate(Endpoint endpoint, const HttpRequest& req, const std::sha
     throw with_retry(ApiError(429, "the server is at capacity (queue full); retry later", "rate_limit_error", {}, "queue_full"), 1);
   }
 
-  char id[32];
-  std::snprintf(id, sizeof id, "%s%016llx", endpoint == Endpoint::Chat ? "chatcmpl-" : "cmpl-",
-                static_cast<unsigned long long>(next_id_.fetch_add(1) * 0x9E3779B97F4A7C15ull));
-  plan.meta = {endpoint, id, static_cast<int64_t>(std::time(nullptr)), config_.model_name};
+  plan.meta = {endpoint, new_id(endpoint == Endpoint::Chat ? "chatcmpl-" : "cmpl-"), static_cast<int64_t>(std::time(nullptr)),
+               config_.model_name};
   plan.remote = req.remote;
+  plan.request_id = call.id;
+  plan.headers = call.headers;
   plan.timeout = config_.request_timeout;
-  auto g = std::make_shared<Generation>(GenerationContext{engine_, tokenizer_, turns_, metrics_, in_flight_}, std::move(plan), ex);
+  auto g = std::make_shared<Generation>(GenerationContext{engine_, tokenizer_, turns_, metrics_, in_flight_}, std::move(plan), call.ex);
   g->start();
 }
 

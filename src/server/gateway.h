@@ -50,10 +50,20 @@ class Gateway {
   const ServerMetrics& metrics() const { return metrics_; }
 
  private:
-  void route(const HttpRequest& req, const std::shared_ptr<Exchange>& ex);
-  void generate(Endpoint endpoint, const HttpRequest& req, const std::shared_ptr<Exchange>& ex);
+  // One request being answered: whatever the answer, it carries `headers`.
+  struct Call {
+    const HttpRequest& req;
+    std::shared_ptr<Exchange> ex;
+    std::string id;   // the client's X-Request-Id, or one made here
+    Headers headers;  // x-request-id, ...
+  };
+
+  void route(Call& call);
+  void generate(Endpoint endpoint, Call& call);
   void authorize(const HttpRequest& req, std::string& client) const;
-  void send(const std::shared_ptr<Exchange>& ex, const HttpRequest& req, HttpResponse r);
+  void send(Call& call, HttpResponse r);
+  std::string new_id(const char* prefix);
+  std::string request_id(const HttpRequest& req);
   std::string metrics_text() const;
 
   engine::Engine& engine_;

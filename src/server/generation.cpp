@@ -246,7 +246,7 @@ void Generation::send_progress() {
     const bool has_news = !c.text.empty() || !c.logprobs.empty() || (ep == Endpoint::Chat && !c.first_sent);
     if (!has_news && !(c.finished && !c.finish_sent)) continue;
     if (!streaming_started_) {
-      exchange_->begin_stream(200, "text/event-stream", {});
+      exchange_->begin_stream(200, "text/event-stream", plan_.headers);
       streaming_started_ = true;
     }
     if (has_news) {
@@ -297,7 +297,7 @@ void Generation::complete() {
     for (const auto& c : choices_)
       pieces.push_back({static_cast<int>(c->index), std::move(c->text), plan_.request.top_logprobs >= 0,
                         std::move(c->logprobs), c->finish_reason, false});
-    exchange_->respond({200, "application/json", dump(full_response(plan_.meta, pieces, u)), {}});
+    exchange_->respond({200, "application/json", dump(full_response(plan_.meta, pieces, u)), plan_.headers});
   }
   ctx_.metrics.count_http_status(200);
   log_line(200, "ok");
@@ -315,7 +315,7 @@ void Generation::fail(int status, const std::string& message, const char* code) 
     exchange_->write(kSseDone);
     exchange_->end_stream();
   } else {
-    exchange_->respond({status, "application/json", error_body(err), {}});
+    exchange_->respond({status, "application/json", error_body(err), plan_.headers});
   }
   ctx_.metrics.count_http_status(status);
   log_line(status, code);
@@ -337,10 +337,10 @@ void Generation::log_line(int status, const char* outcome) const {
     if (!reasons.empty()) reasons += ',';
     reasons += c->finish_reason.empty() ? std::string("-") : c->finish_reason;
   }
-  spdlog::info("{} {} {} status={} n={} prompt_tokens={} completion_tokens={} ttft_ms={:.1f} e2e_ms={:.1f} finish={} ({})",
+  spdlog::info("{} {} {} status={} n={} prompt_tokens={} completion_tokens={} ttft_ms={:.1f} e2e_ms={:.1f} finish={} request_id={} ({})",
                plan_.meta.id, plan_.remote, plan_.request.endpoint == Endpoint::Chat ? "chat" : "completions", status,
                choices_.size(), u.prompt_tokens, u.completion_tokens, std::max(0.0, first_token_ms_), ms_since(started_),
-               reasons, outcome);
+               reasons, plan_.request_id, outcome);
 }
 
 }  // namespace llmserve::server

@@ -39,6 +39,8 @@ struct GenerationPlan {
   int max_new_tokens = 0;
   ResponseMeta meta;
   std::string remote;
+  std::string request_id;
+  Headers headers;  // on the response, whichever it is (the gateway's choice: request id, CORS, ...)
   std::chrono::milliseconds timeout{0};  // 0: none
 };
 

@@ -5,101 +5,10 @@
 #include <future>
 #include <thread>
 
-#include "model/synthetic.h"
-#include "server/http_client.h"
-#include "server/server.h"
-#include "test_models.h"
+#include "server_fixture.h"
 
 namespace llmserve::server {
 namespace {
-
-// Per test process (ctest runs them in parallel), removed at exit.
-std::string model_file() {
-  static const llmserve::testing::TempFile file("server-tiny.gguf", [](const std::string& p) {
-    model::SyntheticSpec spec;
-    spec.shape = *model::find_shape("tiny");
-    model::write_synthetic_model(spec, p);
-  });
-  return file.path();
-}
-
-struct Options {
-  std::string model;  // empty: the synthetic tiny model
-  GatewayConfig gateway;
-  HttpConfig http;
-  int max_seqs = 8;
-};
-
-class ServerTest : public ::testing::Test {
- protected:
-  void start(Options o = {}) {
-    ModelConfig e;
-    e.path = o.model.empty() ? model_file() : o.model;
-    e.threads = 1;
-    e.instance.kv_blocks = 256;
-    e.engine.max_seqs = o.max_seqs;
-    o.gateway.model_name = "tiny";
-    o.http.port = 0;
-    server_ = std::make_unique<Server>(e, o.gateway, o.http);
-    server_->start();
-  }
-  HttpClient client() { return HttpClient("127.0.0.1", server_->port(), std::chrono::seconds(60)); }
-  HttpResult post(const std::string& path, const Json& body, Headers h = {}) {
-    HttpClient c = client();
-    return c.request("POST", path, body.dump(), h);
-  }
-  // Reads a gauge from /metrics.
-  double metric(const std::string& name) {
-    HttpClient c = client();
-    const std::string text = c.request("GET", "/metrics", "").body;
-    const size_t at = text.find("\n" + name + "{");
-    if (at == std::string::npos) return -1;
-    const size_t sp = text.find("} ", at);
-    return std::stod(text.substr(sp + 2));
-  }
-  // Reads a counter (the sum of its series) from /metrics; -1 when absent.
-  double metric_total(const std::string& name) {
-    HttpClient c = client();
-    const std::string text = c.request("GET", "/metrics", "").body;
-    double total = -1;
-    for (size_t at = 0; (at = text.find("\n" + name + "{", at)) != std::string::npos; ++at) {
-      const size_t sp = text.find("} ", at);
-      total = std::max(total, 0.0) + std::stod(text.substr(sp + 2));
-    }
-    return total;
-  }
-  // Polls until the engine holds no request and no KV block (bounded wait).
-  bool settles_to_idle() {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (metric("llmserve:num_requests_in_flight") == 0 && metric("llmserve:kv_cache_blocks_used") == 0 &&
-          metric("llmserve:num_requests_running") == 0)
-        return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return false;
-  }
-  std::unique_ptr<Server> server_;
-};
-
-// data: payloads of an SSE body, [DONE] included.
-std::vector<std::string> events(const std::string& body) {
-  std::vector<std::string> out;
-  size_t pos = 0;
-  for (size_t end; (end = body.find("\n\n", pos)) != std::string::npos; pos = end + 2) {
-    const std::string e = body.substr(pos, end - pos);
-    EXPECT_TRUE(e.starts_with("data: ")) << e;
-    out.push_back(e.substr(6));
-  }
-  EXPECT_EQ(pos, body.size()) << "trailing bytes after the last event";
-  return out;
-}
-
-const std::string* find_header(const HttpResult& r, const std::string& name) {
-  for (const auto& [k, v] : r.headers)
-    if (k == name) return &v;
-  return nullptr;
-}
 
 TEST_F(ServerTest, CompletionStreamMatchesNonStream) {
   start();

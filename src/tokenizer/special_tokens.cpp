@@ -19,13 +19,16 @@ SpecialTokens::SpecialTokens(const std::vector<std::string>& texts, const std::v
   }
 }
 
-std::vector<SpecialTokens::Fragment> SpecialTokens::split(std::string_view text) const {
+std::vector<SpecialTokens::Fragment> SpecialTokens::split(std::string_view text, std::span<const TextRange> as_text) const {
   std::vector<Fragment> out;
   size_t plain_start = 0;
+  size_t range = 0;  // the first range of as_text that ends after pos
   for (size_t pos = 0; pos < text.size();) {
+    while (range < as_text.size() && as_text[range].end <= pos) ++range;
+    const auto overlaps_as_text = [&](size_t size) { return range < as_text.size() && as_text[range].begin < pos + size; };
     const Candidate* hit = nullptr;
     for (const Candidate& c : by_first_byte_[static_cast<uint8_t>(text[pos])]) {
-      if (text.substr(pos).starts_with(c.text)) {
+      if (text.substr(pos).starts_with(c.text) && !overlaps_as_text(c.text.size())) {
         hit = &c;
         break;
       }

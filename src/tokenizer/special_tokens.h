@@ -3,6 +3,7 @@
 // that is parsed with parse_special, so that e.g. "<|im_start|>" becomes one
 // token instead of being spelled out.
 #include <array>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -10,6 +11,11 @@
 #include "tokenizer/vocab.h"
 
 namespace llmserve::tok {
+
+// Bytes [begin, end) of an input.
+struct TextRange {
+  size_t begin, end;
+};
 
 class SpecialTokens {
  public:
@@ -23,8 +29,9 @@ class SpecialTokens {
 
   // Splits `text` into plain-text fragments and special tokens. At each
   // position the longest special text that matches wins; plain-text
-  // fragments are never empty.
-  std::vector<Fragment> split(std::string_view text) const;
+  // fragments are never empty. A match that overlaps a range of `as_text`
+  // (sorted, disjoint) is not taken: those bytes stay plain text.
+  std::vector<Fragment> split(std::string_view text, std::span<const TextRange> as_text = {}) const;
 
  private:
   struct Candidate {

@@ -58,7 +58,8 @@ Tokenizer::Tokenizer(const Vocab& vocab)
   }
 }
 
-std::vector<Token> Tokenizer::encode(std::string_view text, bool add_bos, bool parse_special) const {
+std::vector<Token> Tokenizer::encode(std::string_view text, bool add_bos, bool parse_special,
+                                     std::span<const TextRange> as_text) const {
   // Symbol offsets are 32-bit and SentencePiece triples each space; nothing
   // near this size is a sensible prompt.
   constexpr size_t kMaxText = size_t{512} << 20;
@@ -75,7 +76,7 @@ std::vector<Token> Tokenizer::encode(std::string_view text, bool add_bos, bool p
   // SentencePiece models saw each run of text between special tokens as its
   // own input, so each run gets the prefix space (llama.cpp does the same).
   bool segment_start = true;
-  for (const SpecialTokens::Fragment& f : specials_.split(text)) {
+  for (const SpecialTokens::Fragment& f : specials_.split(text, as_text)) {
     if (f.id >= 0) {
       out.push_back(f.id);
       segment_start = true;

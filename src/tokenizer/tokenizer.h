@@ -5,6 +5,7 @@
 // A Tokenizer is immutable after construction; encode/decode/piece may be
 // called from several threads at once.
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,8 +32,14 @@ class Tokenizer {
   // parse_special: text of control / user-defined tokens such as
   // "<|im_start|>" becomes that token, longest match first (true for chat
   // templates; false for raw user text, which is then tokenized as plain text
-  // so that decode(encode(s)) == s for any bytes s).
-  std::vector<Token> encode(std::string_view text, bool add_bos, bool parse_special = false) const;
+  // so that decode(encode(s)) == s for any bytes s). With parse_special,
+  // special text overlapping a range of `as_text` (sorted, disjoint) stays
+  // text: a chat's message content inside its template's markup.
+  std::vector<Token> encode(std::string_view text, bool add_bos, bool parse_special = false,
+                            std::span<const TextRange> as_text = {}) const;
+
+  // Where `text` spells special tokens (what encode's parse_special finds).
+  const SpecialTokens& special_tokens() const { return specials_; }
 
   // The bytes a token stands for in output text (byte tokens -> one raw byte,
   // "▁" -> ' ', byte-level BPE symbols -> bytes). Control tokens -> "" and

@@ -163,22 +163,19 @@ void Gateway::generate(Endpoint endpoint, Call& call) {
       plan.prompt = tok.encode(r.prompt_text, tok.add_bos_by_default(), false);
     }
   } else {
-    std::string text;
+    RenderedChat chat;
     try {
-      text = template_.render(r.messages, nullptr, true);
+      chat = template_.render_prompt(r.messages, nullptr, true, tok.special_tokens());
     } catch (const jinja::TemplateError& e) {
       throw ApiError(400, e.what(), "invalid_request_error", "messages");
     }
-    // Templates that write bos_token themselves must not get a second one.
-    const std::string bos = token_text(tok, tok.bos());
-    const bool add_bos = tok.add_bos_by_default() && !(bos.size() && text.starts_with(bos));
-    plan.prompt = tok.encode(text, add_bos, true);
+    plan.prompt = chat.encode(tok);  // special text in message content stays text
     for (auto m = r.messages.rbegin(); m != r.messages.rend(); ++m)
       if ((*m)["role"] == "assistant") {
-        plan.prompt = turns_.splice(text, (*m)["content"].get<std::string>(), std::move(plan.prompt));
+        plan.prompt = turns_.splice(chat.text, (*m)["content"].get<std::string>(), std::move(plan.prompt));
         break;
       }
-    plan.prompt_text = std::move(text);
+    plan.prompt_text = std::move(chat.text);
     if (template_.is_fallback()) plan.stop.push_back("<|im_end|>");  // may be plain text in this vocabulary
   }
   if (plan.prompt.empty()) throw ApiError(400, "the prompt is empty", "invalid_request_error", "prompt");

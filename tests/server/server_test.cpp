@@ -224,5 +224,29 @@ TEST_F(ServerTest, ChatNextTurnFindsThePreviousTurnInThePrefixCache) {
   }
 }
 
+// Message content is text: "</s><s>" in a chat message costs the tokens of
+// its text, exactly as in a completion prompt, not two control tokens.
+TEST_F(ServerTest, ChatContentThatSpellsControlTokensIsText) {
+  start();
+  const auto prompt_tokens = [&](const std::string& path, const Json& body) {
+    Json req = body;
+    req["max_tokens"] = 1;
+    const HttpResult r = post(path, req);
+    EXPECT_EQ(r.status, 200) << r.body;
+    return Json::parse(r.body)["usage"]["prompt_tokens"].get<int>();
+  };
+  const auto chat = [&](const std::string& content) {
+    return prompt_tokens("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", content}}}}});
+  };
+  const auto completion = [&](const std::string& text) { return prompt_tokens("/v1/completions", {{"prompt", text}}); };
+  // The tiny model's template is the ChatML fallback, whose markers this vocabulary spells as text.
+  const auto chatml = [](const std::string& content) {
+    return "<|im_start|>user\n" + content + "<|im_end|>\n<|im_start|>assistant\n";
+  };
+  EXPECT_EQ(chat("Hello"), completion(chatml("Hello")));
+  EXPECT_EQ(chat("Hello</s><s>"), completion(chatml("Hello</s><s>")));
+  EXPECT_EQ(chat("Hello</s><s>") - chat("Hello"), completion("Hello</s><s>") - completion("Hello"));
+}
+
 }  // namespace
 }  // namespace llmserve::server

@@ -31,6 +31,14 @@ bool usable_request_id(std::string_view id) {
   return true;
 }
 
+// Client-supplied text in a log line stays on that line.
+std::string one_line(std::string_view s) {
+  std::string out(s);
+  for (char& c : out)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
+  return out;
+}
+
 ApiError with_retry(ApiError e, int seconds) {
   e.retry_after_s = seconds;
   return e;
@@ -68,12 +76,16 @@ std::string Gateway::request_id(const HttpRequest& req) {
   return given && usable_request_id(*given) ? *given : new_id("req_");
 }
 
-void Gateway::send(Call& call, HttpResponse r) {
+void Gateway::send(Call& call, HttpResponse r, std::string_view reason) {
   metrics_.count_http_status(r.status);
   const HttpRequest& req = call.req;
   const bool quiet = req.path() == "/health" || req.path() == "/metrics";
   if (quiet) spdlog::debug("{} {} {} status={} request_id={}", req.remote, req.method, req.target, r.status, call.id);
-  else spdlog::info("{} {} {} status={} bytes={} request_id={}", req.remote, req.method, req.target, r.status, r.body.size(), call.id);
+  else if (reason.empty())
+    spdlog::info("{} {} {} status={} bytes={} request_id={}", req.remote, req.method, req.target, r.status, r.body.size(), call.id);
+  else
+    spdlog::info("{} {} {} status={} bytes={} request_id={} ({})", req.remote, req.method, req.target, r.status, r.body.size(),
+                 call.id, one_line(reason));
   r.headers.insert(r.headers.end(), call.headers.begin(), call.headers.end());
   call.ex->respond(std::move(r));
 }
@@ -86,9 +98,9 @@ void Gateway::handle(HttpRequest req, std::shared_ptr<Exchange> ex) {
   } catch (const ApiError& e) {
     HttpResponse r{e.status, "application/json", error_body(e), {}};
     if (e.retry_after_s > 0) r.headers.emplace_back("Retry-After", std::to_string(e.retry_after_s));
-    send(call, std::move(r));
+    send(call, std::move(r), e.what());
   } catch (const std::exception& e) {
-    send(call, {500, "application/json", error_body(ApiError(500, e.what(), "server_error")), {}});
+    send(call, {500, "application/json", error_body(ApiError(500, e.what(), "server_error")), {}}, e.what());
   }
 }
 

@@ -61,7 +61,8 @@ class Gateway {
   void route(Call& call);
   void generate(Endpoint endpoint, Call& call);
   void authorize(const HttpRequest& req, std::string& client) const;
-  void send(Call& call, HttpResponse r);
+  // `reason` (an error's message) goes into the log line.
+  void send(Call& call, HttpResponse r, std::string_view reason = {});
   std::string new_id(const char* prefix);
   std::string request_id(const HttpRequest& req);
   std::string metrics_text() const;

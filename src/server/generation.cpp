@@ -318,7 +318,7 @@ void Generation::fail(int status, const std::string& message, const char* code) 
     exchange_->respond({status, "application/json", error_body(err), plan_.headers});
   }
   ctx_.metrics.count_http_status(status);
-  log_line(status, code);
+  log_line(status, std::string(code) + ": " + message);
 }
 
 void Generation::abort(const char* why) {
@@ -330,7 +330,7 @@ void Generation::abort(const char* why) {
   log_line(499, why);
 }
 
-void Generation::log_line(int status, const char* outcome) const {
+void Generation::log_line(int status, std::string_view outcome) const {
   const Usage u = usage();
   std::string reasons;
   for (const auto& c : choices_) {

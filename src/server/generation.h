@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/engine.h"
@@ -65,7 +66,7 @@ class Generation : public std::enable_shared_from_this<Generation> {
   void fail(int status, const std::string& message, const char* code);
   void abort(const char* why);
   Usage usage() const;
-  void log_line(int status, const char* outcome) const;
+  void log_line(int status, std::string_view outcome) const;
 
   GenerationContext ctx_;
   GenerationPlan plan_;

@@ -49,3 +49,27 @@ TEST_F(ServerTest, RequestIdIsEchoedOnEveryAnswerAndLogged) {
 
 }  // namespace
 }  // namespace llmserve::server
+
+namespace llmserve::server {
+namespace {
+
+// A refused request's log line says why, on one line whatever the client sent.
+TEST_F(ServerTest, ErrorLogLinesGiveTheReason) {
+  log_ = std::make_unique<LogCapture>();
+  Options o;
+  o.gateway.keys = ApiKeys({"sk-test"});
+  start(o);
+  const Headers auth = {{"Authorization", "Bearer sk-test"}};
+  EXPECT_EQ(post("/v1/completions", {{"prompt", "x"}}).status, 401);
+  EXPECT_NE(log_->line_with({"status=401", "missing API key"}), "");
+  EXPECT_EQ(post("/v1/completions", Json::object(), auth).status, 400);
+  EXPECT_NE(log_->line_with({"status=400", "'prompt' is required"}), "");
+  HttpClient c = client();
+  EXPECT_EQ(c.request("POST", "/v1/completions", "{\"prompt\":\n\"x\"\n", auth).status, 400);
+  const std::string line = log_->line_with({"status=400", "parse error"});
+  ASSERT_NE(line, "");
+  EXPECT_EQ(line.find('\n'), line.size() - 1) << line;
+}
+
+}  // namespace
+}  // namespace llmserve::server

@@ -85,21 +85,22 @@ void AttentionJob::plan(const AttentionShape& shape, const KvLayout& layout, con
 }
 
 void AttentionJob::split_decode_items(int n_threads, int lanes) {
-  // Enough items for the threads to finish level, taken longest first from
-  // one queue: 4 per thread. Parts of at least kMinPartKeys keys per KV head
-  // keep what each part costs beyond its keys (its queries in, its partial
-  // out, the merge) small. An item with too few keys for two such parts is
-  // split over its KV heads instead, when there are fewer items than
-  // threads: otherwise a lone decode token with few keys is one item, and
-  // the other threads wait it out.
-  constexpr int64_t kMinPartKeys = 256;
+  // A decode token's keys are split into parts of about kPartKeys keys x
+  // KV heads, a count that depends on its keys alone, never on the batch or
+  // the threads: the token's output has the same bits in any step
+  // (speculative decoding checks drafts against plain decoding's argmax).
+  // Parts that size keep what each costs beyond its keys (its queries in,
+  // its partial out, the merge) small. With fewer items than threads, items
+  // are split over their KV heads too, which leaves the arithmetic as it
+  // is: otherwise a lone decode token with few keys is one item, and the
+  // other threads wait it out.
+  constexpr int64_t kPartKeys = 1024;  // keys x KV heads per part
   merges_.clear();
-  const int64_t wanted = 4 * int64_t{n_threads}, n_items = static_cast<int64_t>(items_.size());
-  if (n_threads <= 1 || n_items >= wanted) return;
+  const int64_t n_items = static_cast<int64_t>(items_.size());
   auto parts_of = [&](const AttentionItem& it) {
     if (it.t1 - it.t0 != 1) return int64_t{1};
-    const int64_t min_keys = std::max<int64_t>(lanes, kMinPartKeys / it.n_heads);
-    return std::max<int64_t>(1, std::min((wanted + n_items - 1) / n_items, keys_end(it) / min_keys));
+    const int64_t part_keys = std::max<int64_t>(lanes, kPartKeys / it.n_heads);
+    return std::max<int64_t>(1, keys_end(it) / part_keys);
   };
   auto head_parts_of = [&](const AttentionItem& it) {
     if (it.t1 - it.t0 != 1 || n_items >= n_threads) return 1;

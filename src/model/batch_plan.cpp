@@ -45,8 +45,12 @@ void BatchPlan::build(std::span<const SeqBatch> batch, int max_rows, int bs, int
     for (const SeqBatch& s : batch) {
       const int begin = part == 0 ? 0 : s.prompt_tokens;
       const int end = part == 0 ? s.prompt_tokens : static_cast<int>(s.tokens.size());
-      if (begin < end) runs.push_back({n, end - begin, s.pos0 + begin, s.block_table.data()});
+      // Prompt rows attend as one run; each generated row alone, as a
+      // decode token does, so it gets plain decoding's bits also when
+      // verified among draft tokens or recomputed after a preemption.
+      if (part == 0 && begin < end) runs.push_back({n, end - begin, s.pos0 + begin, s.block_table.data()});
       for (int i = begin; i < end; ++i, ++n) {
+        if (part == 1) runs.push_back({n, 1, s.pos0 + i, s.block_table.data()});
         const int pos = s.pos0 + i;
         tokens[n] = s.tokens[i];
         positions[n] = pos;

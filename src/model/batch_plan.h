@@ -1,8 +1,9 @@
 #pragma once
 // Batch planning: how a ragged batch of sequences becomes the rows of one
 // forward pass. Prompt tokens of every sequence come first (the matmuls'
-// prompt-path rows over f16/bf16 weights), then generated ones; a sequence
-// with both attends as two runs, the second seeing the first's KV.
+// prompt-path rows over f16/bf16 weights), then generated ones. A
+// sequence's prompt rows attend as one run; each generated row as a run of
+// its own, exactly as a decode token, seeing the KV of the rows before it.
 #include <cstdint>
 #include <span>
 #include <vector>

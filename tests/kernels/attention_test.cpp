@@ -99,34 +99,35 @@ TEST_P(AttentionTest, MatchesReference) {
   }
 }
 
-// Decode with too few items for the threads: each is split over its keys
-// and the parts merged (AttentionJob), on every kernel path. Up to 8 query
-// heads per KV head (1, 4, 8: the lone and narrow paths on every ISA), a
-// sequence's token is one item of all the KV heads, split into parts of at
-// least 256 / n_head_kv keys; with 16 (tiles), an item per KV head, parts
-// of at least 256 keys, so the 301-key sequence stays whole.
+// A decode token's keys split into parts and the parts merged
+// (AttentionJob), on every kernel path. The parts depend on the token's keys
+// alone (about 1024 keys x KV heads each), not on the batch or the threads.
+// Up to 8 query heads per KV head (1, 4, 8: the lone and narrow paths on
+// every ISA), a token is one item of all the KV heads; with 16 (tiles), an
+// item per KV head. A token too short to split is split over its KV heads
+// when there are fewer items than threads.
 TEST_P(AttentionTest, SplitDecodeMatchesReference) {
   const auto [type, isa] = GetParam();
   IsaGuard guard(isa);
   ThreadPool pool(4);
   std::mt19937 rng(12);
-  const std::vector<std::pair<int, int>> batch = {{1000, 1}, {300, 1}};
+  const std::vector<std::pair<int, int>> batch = {{3000, 1}, {700, 1}};
   for (const Case& c : {Case{8, 2, 64, 16}, Case{32, 4, 64, 16}, Case{4, 4, 40, 16}, Case{32, 2, 64, 16}}) {
     SCOPED_TRACE("heads " + std::to_string(c.n_head) + "/" + std::to_string(c.n_head_kv));
     Fixture f(c, type, batch, rng);
     AttentionJob job;
     job.plan(f.shape, f.layout, f.seqs.data(), static_cast<int>(f.seqs.size()), pool.size());
-    if (c.n_head / c.n_head_kv < 16) {
-      // 2 items where 16 are wanted: up to 8 parts each.
-      auto parts = [&](int keys) { return std::min(8, keys / (256 / c.n_head_kv)); };
-      EXPECT_EQ(job.merges(), 2);
-      EXPECT_EQ(job.items(), parts(1001) + parts(301));
-    } else {
-      // 2 x n_kv items: the 1001 keys in 16 / (2 n_kv) parts, at most 3.
-      const int parts = std::min(16 / (2 * c.n_head_kv), 3);
-      EXPECT_EQ(job.merges(), c.n_head_kv);
-      EXPECT_EQ(job.items(), (parts + 1) * c.n_head_kv);
+    const bool tiles = c.n_head / c.n_head_kv >= 16;
+    const int item_heads = tiles ? 1 : c.n_head_kv, n_items = tiles ? 2 * c.n_head_kv : 2;
+    int items = 0, merges = 0;
+    for (const int keys : {3001, 701}) {
+      const int parts = std::max(1, keys / (1024 / item_heads));
+      const int head_parts = n_items < pool.size() ? std::min(item_heads, (pool.size() + n_items - 1) / n_items) : 1;
+      merges += (parts > 1) * (n_items / 2);
+      items += (parts > 1 ? parts : head_parts) * (n_items / 2);
     }
+    EXPECT_EQ(job.merges(), merges);
+    EXPECT_EQ(job.items(), items);
     ASSERT_NO_FATAL_FAILURE(f.expect_matches_reference(pool));
   }
 }

@@ -2,10 +2,10 @@
 
 namespace llmserve::model {
 
-std::unique_ptr<Model> Model::load(const std::string& path, ThreadPool* pool) {
+std::unique_ptr<Model> Model::load(const std::string& path, ThreadPool* pool, std::optional<gguf::TensorType> requantize) {
   gguf::File file = gguf::File::open(path);
   HParams hp = read_hparams(file);
-  Weights weights = load_weights(file, hp, pool);
+  Weights weights = load_weights(file, hp, pool, requantize);
   return std::unique_ptr<Model>(new Model(std::move(file), std::move(hp), std::move(weights)));
 }
 

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/thread_pool.h"
 #include "gguf/file.h"
 #include "gguf/quant.h"
 
@@ -67,9 +68,41 @@ class TensorFinder {
   std::vector<std::string> problems_;
 };
 
+// Converts each matrix to `type` into one new allocation; the matrices then
+// point into it.
+kernels::PackedWeights requantize_all(const std::vector<kernels::Matrix*>& matrices, gguf::TensorType type, ThreadPool* pool) {
+  if (type != gguf::TensorType::Q8_0 && type != gguf::TensorType::Q4_0)
+    throw Error("weights can be requantized to q8_0 or q4_0, not " + std::string(gguf::type_info(type)->name));
+  std::vector<kernels::Matrix*> todo;
+  size_t bytes = 0;
+  for (kernels::Matrix* m : matrices) {
+    if (m->cols % 32 != 0 || m->type == type) continue;
+    todo.push_back(m);
+    bytes += static_cast<size_t>(m->rows) * gguf::row_bytes(type, static_cast<uint64_t>(m->cols));
+  }
+  kernels::PackedWeights out(bytes);
+  uint8_t* next = out.data();
+  for (kernels::Matrix* m : todo) {
+    const size_t row_bytes = gguf::row_bytes(type, static_cast<uint64_t>(m->cols));
+    auto convert = [&, m, dst = next](int64_t r) {
+      std::vector<float> row(static_cast<size_t>(m->cols));
+      gguf::dequantize_row(m->type, m->data + static_cast<size_t>(r) * m->row_bytes, row.data(), m->cols);
+      gguf::quantize_row(type, row.data(), dst + static_cast<size_t>(r) * row_bytes, m->cols);
+    };
+    if (pool) {
+      pool->parallel_for(m->rows, convert);
+    } else {
+      for (int64_t r = 0; r < m->rows; ++r) convert(r);
+    }
+    *m = kernels::Matrix{type, next, m->rows, m->cols, row_bytes};
+    next += static_cast<size_t>(m->rows) * row_bytes;
+  }
+  return out;
+}
+
 }  // namespace
 
-Weights load_weights(const gguf::File& f, const HParams& hp, ThreadPool* pool) {
+Weights load_weights(const gguf::File& f, const HParams& hp, ThreadPool* pool, std::optional<gguf::TensorType> requantize) {
   TensorFinder find(f);
   Weights w;
   const uint64_t dim = hp.dim, q_dim = hp.q_dim(), kv_dim = hp.kv_dim(), ffn = hp.ffn_dim, vocab = hp.n_vocab;
@@ -107,6 +140,7 @@ Weights load_weights(const gguf::File& f, const HParams& hp, ThreadPool* pool) {
   for (LayerWeights& l : w.layers)
     for (kernels::Matrix* m : l.matrices()) order.push_back(m);
   order.push_back(&w.output);
+  if (requantize) w.requantized = requantize_all(order, *requantize, pool);
   w.packed = kernels::prepare_all(order, pool);
   // Each decode step reads one embedding row, most often one not read
   // before. Read from the file mapping, such a row took 30-90 us on the

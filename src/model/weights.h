@@ -6,6 +6,7 @@
 // embedding copied in its file format (load_weights says why), and small
 // vectors (norms, biases) decoded to f32 once.
 #include <array>
+#include <optional>
 #include <vector>
 
 #include "kernels/matmul.h"
@@ -42,11 +43,15 @@ struct Weights {
   // allocation (each Matrix::packed points into it).
   kernels::PackedWeights packed;
   kernels::PackedWeights embd_rows;  // token_embd's rows, as the file has them
+  kernels::PackedWeights requantized;  // the matrices' data after load_weights' requantize
 };
 
 // Throws Error naming the file and listing every missing or mis-shaped tensor.
-// Matrices are repacked for the kernels (kernels::prepare) on `pool`.
-Weights load_weights(const gguf::File& file, const HParams& hp, ThreadPool* pool = nullptr);
+// Matrices are repacked for the kernels (kernels::prepare) on `pool`, after
+// conversion to `requantize` (Q8_0 or Q4_0) when given: a matrix whose row
+// length is not a multiple of 32 keeps its type.
+Weights load_weights(const gguf::File& file, const HParams& hp, ThreadPool* pool = nullptr,
+                     std::optional<gguf::TensorType> requantize = std::nullopt);
 
 // What one decoded token streams through the matmuls: the bytes of every
 // layer matrix and the output projection (the embedding contributes one row),

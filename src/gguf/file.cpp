@@ -237,6 +237,15 @@ File File::open(const std::string& path) {
   return f;
 }
 
+void File::release_tensor_pages() const {
+  if (!mapping_) return;
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const auto begin = (reinterpret_cast<uintptr_t>(bytes_) + data_offset_ + page - 1) / page * page;
+  const auto end = (reinterpret_cast<uintptr_t>(bytes_) + size_) / page * page;
+  // Advice only: a private read-only mapping reads the file again after it.
+  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
 File File::parse(std::string name, const uint8_t* bytes, size_t size) {
   File f;
   f.name_ = std::move(name);

@@ -83,6 +83,11 @@ class File {
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
   const TensorInfo* find_tensor(std::string_view name) const;  // nullptr when absent
 
+  // Once the tensors have been copied out (the model repacks its weights at
+  // load), their mapped pages leave this process's resident memory: they
+  // stay in the page cache and are read again from it if touched.
+  void release_tensor_pages() const;
+
  private:
   File() = default;
   void parse_all();

@@ -7,12 +7,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "gguf/types.h"
 #include "model/kv_cache.h"
+#include "model/kv_sizing.h"
 #include "model/model.h"
 #include "model/runner.h"
 #include "tokenizer/tokenizer.h"
@@ -46,9 +48,13 @@ class Instance {
   virtual void copy_block(int src, int dst) = 0;  // copy-on-write
 };
 
+// The KV pool is sized by size_kv_pool (model/kv_sizing.h) from these.
 struct InstanceConfig {
-  size_t kv_bytes = size_t{2} << 30;  // KV pool budget (--kv-mem) when kv_blocks == 0
-  int kv_blocks = 0;                  // exact pool size (--kv-blocks), overrides kv_bytes
+  size_t kv_bytes = 0;  // KV pool budget (--kv-mem); 0: sized from the model, the context and max_seqs
+  int kv_blocks = 0;    // exact pool size (--kv-blocks), overrides kv_bytes
+  // Sequences the sized pool holds at full context: the engine's --max-seqs
+  // (the server passes it; 64 is engine::EngineConfig's default).
+  int max_seqs = 64;
   int block_size = 16;
   gguf::TensorType kv_type = gguf::TensorType::F16;
   // Rows per forward pass (--max-batch-tokens): prefill throughput is flat
@@ -56,6 +62,9 @@ struct InstanceConfig {
   // (docs/performance.md).
   int max_batch_tokens = 128;
   int max_context = 0;                // 0: the model's training context
+  // The matrices converted to this type at load (Model::load): a
+  // self-draft for speculative decoding from the target's own file.
+  std::optional<gguf::TensorType> requantize;
 };
 
 // A GGUF model with its tokenizer, KV pool and runner.
@@ -72,6 +81,7 @@ class LoadedModel final : public Instance {
   const Model& model() const { return *model_; }
   const tok::Tokenizer& tokenizer() const { return *tokenizer_; }
   KvCache& kv() { return kv_; }
+  const KvPoolSize& kv_pool() const { return kv_pool_; }  // the pool's figures and why it has this size
   ModelRunner& runner() { return runner_; }
 
  private:
@@ -80,6 +90,7 @@ class LoadedModel final : public Instance {
   std::string path_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<tok::Tokenizer> tokenizer_;
+  KvPoolSize kv_pool_;
   KvCache kv_;
   ModelRunner runner_;
   InstanceInfo info_;

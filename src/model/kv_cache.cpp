@@ -1,13 +1,10 @@
 #include "model/kv_cache.h"
 
-#include <algorithm>
 #include <cstring>
 #include <string>
 
 #include "core/error.h"
-#include "core/thread_pool.h"
 #include "gguf/quant.h"
-#include "kernels/large_alloc.h"
 #include "kernels/ops.h"
 
 namespace llmserve::model {
@@ -30,12 +27,7 @@ size_t KvCache::bytes_per_block(const HParams& hp, int block_size, gguf::TensorT
   return 2 * static_cast<size_t>(hp.n_layer) * block_size * gguf::row_bytes(type, hp.kv_dim());
 }
 
-int KvCache::blocks_for_bytes(const HParams& hp, size_t bytes, int block_size, gguf::TensorType type) {
-  const size_t n = bytes / bytes_per_block(hp, block_size, type);
-  return n > (1u << 30) ? (1 << 30) : static_cast<int>(n);
-}
-
-KvCache::KvCache(const HParams& hp, int n_blocks, int block_size, gguf::TensorType type, ThreadPool* pool)
+KvCache::KvCache(const HParams& hp, int n_blocks, int block_size, gguf::TensorType type)
     : n_layer_(hp.n_layer), n_blocks_(n_blocks) {
   check_type(hp, type);
   if (n_blocks < 1 || block_size < 1) throw Error("the KV cache needs at least one block of at least one token");
@@ -44,23 +36,10 @@ KvCache::KvCache(const HParams& hp, int n_blocks, int block_size, gguf::TensorTy
   bytes_ = plane_bytes_ * 2 * n_layer_;
   // Huge pages where the OS gives them: attention reads a head's rows
   // scattered over every layer's plane, and with 4 KiB pages nearly every
-  // row was a TLB miss. Zeroed so a block read before it is written holds
-  // finite values (and the pool's memory is resident from the start). The
-  // first touch of each page costs a fault and the kernel's own zeroing,
-  // seconds for the default 2 GiB on one thread: the threads share it.
-  data_.reset(static_cast<uint8_t*>(kernels::allocate_large(bytes_)));
-  if (!data_) throw Error("cannot allocate the KV cache: " + std::to_string(bytes_) + " bytes");
-  constexpr size_t kChunk = size_t{2} << 20;
-  const auto zero = [&](int64_t i) {
-    const size_t begin = static_cast<size_t>(i) * kChunk;
-    std::memset(data_.get() + begin, 0, std::min(kChunk, bytes_ - begin));
-  };
-  const int64_t chunks = static_cast<int64_t>((bytes_ + kChunk - 1) / kChunk);
-  if (pool != nullptr) {
-    pool->parallel_for(chunks, zero);
-  } else {
-    for (int64_t i = 0; i < chunks; ++i) zero(i);
-  }
+  // row was a TLB miss. Fresh pages read as zeros, so a block read before
+  // it is written holds finite values.
+  data_ = kernels::map_zero_pages(bytes_);
+  if (!data_) throw Error("cannot reserve the KV cache: " + std::to_string(bytes_) + " bytes");
 }
 
 void KvCache::store(int layer, const float* k_rows, const float* v_rows, const int32_t* slots, int n) {

@@ -1,32 +1,26 @@
 #pragma once
-// The KV pool: one allocation, made once, of n_blocks blocks of block_size
+// The KV pool: one reservation, made once, of n_blocks blocks of block_size
 // token positions for every layer's K and V. Which block belongs to which
 // sequence is the engine's business (engine/block_manager); this class only
 // stores rows and copies blocks.
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
-#include <memory>
 #include <span>
 
 #include "gguf/types.h"
 #include "kernels/attention.h"
+#include "kernels/large_alloc.h"
 #include "model/hparams.h"
-
-namespace llmserve {
-class ThreadPool;
-}
 
 namespace llmserve::model {
 
 class KvCache {
  public:
-  // type: F32, F16 or Q8_0 (Q8_0 needs kv_dim % 32 == 0). The pool is
-  // zeroed on `pool`'s threads if given. Throws Error.
-  KvCache(const HParams& hp, int n_blocks, int block_size, gguf::TensorType type, ThreadPool* pool = nullptr);
+  // type: F32, F16 or Q8_0 (Q8_0 needs kv_dim % 32 == 0). The pool reads
+  // as zeros and takes memory only as its pages are first written, so a
+  // large pool costs nothing until it is used. Throws Error.
+  KvCache(const HParams& hp, int n_blocks, int block_size, gguf::TensorType type);
 
-  // Blocks that fit in `bytes` of memory.
-  static int blocks_for_bytes(const HParams& hp, size_t bytes, int block_size, gguf::TensorType type);
   static size_t bytes_per_block(const HParams& hp, int block_size, gguf::TensorType type);
 
   const kernels::KvLayout& layout() const { return layout_; }
@@ -60,10 +54,7 @@ class KvCache {
   int n_layer_, n_blocks_;
   size_t plane_bytes_;  // one layer's K (or V): n_blocks * block_size * row_bytes
   size_t bytes_;
-  struct Free {
-    void operator()(uint8_t* p) const { std::free(p); }
-  };
-  std::unique_ptr<uint8_t, Free> data_;
+  kernels::ZeroPages data_;
 };
 
 }  // namespace llmserve::model

@@ -6,9 +6,20 @@
 
 namespace llmserve::server {
 
+namespace {
+
+// The default KV pool holds every sequence the engine runs at once.
+model::InstanceConfig instance_config(const ModelConfig& m) {
+  model::InstanceConfig c = m.instance;
+  c.max_seqs = m.engine.max_seqs;
+  return c;
+}
+
+}  // namespace
+
 Server::Server(const ModelConfig& m, GatewayConfig gateway_config, HttpConfig http_config)
     : pool_(std::make_unique<ThreadPool>(m.threads > 0 ? m.threads : default_thread_count())),
-      model_(model::LoadedModel::load(m.path, *pool_, m.instance)),
+      model_(model::LoadedModel::load(m.path, *pool_, instance_config(m))),
       engine_(std::make_unique<engine::Engine>(std::vector<model::Instance*>{model_.get()}, m.engine)),
       gateway_(std::make_unique<Gateway>(*engine_, *model_, std::move(gateway_config))) {
   Gateway* g = gateway_.get();

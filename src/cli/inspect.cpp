@@ -3,7 +3,11 @@
 #include <map>
 
 #include "cli/commands.h"
+#include "core/error.h"
+#include "engine/engine.h"
 #include "gguf/file.h"
+#include "model/hparams.h"
+#include "model/kv_sizing.h"
 
 namespace llmserve::cli {
 
@@ -46,6 +50,21 @@ std::string human_bytes(double b) {
   return buf;
 }
 
+// What `serve` with default flags would reserve for the KV cache, taking the
+// weights out of the memory available now.
+void print_kv_pool(const gguf::File& f, uint64_t weight_bytes) {
+  try {
+    const model::HParams hp = model::read_hparams(f);
+    const int max_seqs = engine::EngineConfig{}.max_seqs;
+    const size_t available = model::available_memory_bytes();
+    const model::KvPoolRequest request{.max_context = hp.n_ctx_train, .max_seqs = max_seqs};
+    const auto pool = model::size_kv_pool(hp, request, available > weight_bytes ? available - weight_bytes : 0);
+    std::printf("\nKV cache, serve's default pool (--max-seqs %d): %s\n", max_seqs, model::describe(pool).c_str());
+  } catch (const Error& e) {
+    std::printf("\nKV cache: %s\n", e.what());
+  }
+}
+
 void run_inspect(const std::string& path) {
   const gguf::File f = gguf::File::open(path);
   std::printf("file: %s\nGGUF version %u, %zu metadata keys, %zu tensors, alignment %lu, data at byte %lu\n\n",
@@ -73,6 +92,7 @@ void run_inspect(const std::string& path) {
               human_bytes(double(bytes)).c_str(), params ? 8.0 * bytes / params : 0.0);
   for (const auto& [type, n] : params_by_type)
     std::printf("  %-5s %lu parameters\n", type.c_str(), static_cast<unsigned long>(n));
+  print_kv_pool(f, bytes);
 }
 
 }  // namespace

@@ -85,6 +85,7 @@ void run_serve(ServeOptions o) {
   spdlog::info("serving {} ({}) on http://{}:{} | context {} | max seqs {} | queue {} | {}", o.gateway.model_name,
                o.engine.path, host, srv.port(), srv.engine().info().max_context, cfg.max_seqs, o.gateway.max_queue,
                o.gateway.keys.open() ? "no API key" : std::to_string(o.gateway.keys.size()) + " API key(s)");
+  spdlog::info("KV cache: {}", model::describe(srv.model().kv_pool()));
   if (srv.gateway().chat_template().is_fallback()) spdlog::info("the model has no chat template: chat uses ChatML");
   spdlog::set_level(level);  // after the startup lines, which scripts read for the port
 
@@ -122,7 +123,7 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--max-n", o->gateway.limits.max_n, "Largest n a request may ask for")->capture_default_str();
   cmd->add_option("--drain-timeout", o->drain_timeout_s, "Seconds to finish in-flight requests after SIGTERM")->capture_default_str();
   cmd->add_option("-t,--threads", o->engine.threads, "Compute threads (0: default)")->capture_default_str();
-  cmd->add_option("--kv-mem", o->kv_mem_mib, "KV cache budget, MiB (default 2048)");
+  cmd->add_option("--kv-mem", o->kv_mem_mib, "KV cache budget, MiB (default: sized from the model, context and --max-seqs)");
   cmd->add_option("--kv-type", o->kv_type, "KV cache element type: f16, q8_0 or f32")->capture_default_str();
   cmd->add_option("--kv-blocks", o->engine.instance.kv_blocks, "Exact KV pool size in blocks (overrides --kv-mem)");
   cmd->add_option("--max-seqs", o->engine.engine.max_seqs, "Sequences running at once")->capture_default_str();

@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <random>
 #include <string>
@@ -99,6 +100,29 @@ TEST(Cli, InspectPrintsTensorsAndCounts) {
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("blk.4.ffn_down.weight"), std::string::npos);
   EXPECT_NE(r.out.find("parameters:"), std::string::npos);
+}
+
+// stories260K: 5 layers of 4 KV heads of 8 at f16 is 640 bytes a token;
+// the default pool holds its 2048-token context for each of 64 sequences
+// (unless half the machine's free memory, 80 MiB, is less).
+TEST(Cli, InspectGivesTheKvCacheFigures) {
+  REQUIRE_MODEL(path, "stories260K.gguf");
+  const Result r = run("inspect " + path);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("KV cache, serve's default pool (--max-seqs 64): f16, 640 bytes/token, "), std::string::npos) << r.out;
+}
+
+TEST(Cli, ServeLogsTheKvCacheSizeAndWhy) {
+  REQUIRE_MODEL(path, "stories260K.gguf");
+  const TempFile log("serve-kv.log");
+  // Starts serve, waits for its start-up lines, stops it with SIGINT.
+  const std::string script = std::string(LLMSERVE_BIN) + " serve -m " + path + " --host 127.0.0.1 --port 0 -t 1 --max-seqs 4 >" +
+                             log.path() + " 2>&1 & p=$!; for i in $(seq 600); do grep -q 'KV cache' " + log.path() +
+                             " && break; kill -0 $p || break; sleep 0.1; done; kill -INT $p; wait $p";
+  ASSERT_EQ(std::system(script.c_str()), 0) << read_file(log.path());
+  EXPECT_NE(read_file(log.path()).find("KV cache: f16, 640 bytes/token, 512 blocks × 16 = 8192 tokens, 5.0 MiB (context 2048 × 4 seqs)"),
+            std::string::npos)
+      << read_file(log.path());
 }
 
 TEST(Cli, TokenizeIdsMatchTheVectors) {

@@ -203,7 +203,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void on_body(beast::error_code ec);
 
   void watch() {
-    if (closed_ || watching_ || buf_.size() >= kMaxPipelinedBytes) return;
+    if (closed_ || watching_ || peer_eof_ || buf_.size() >= kMaxPipelinedBytes) return;
     watching_ = true;
     sock_.async_read_some(buf_.prepare(kWatchChunk), [self = shared_from_this()](beast::error_code ec, size_t n) {
       self->on_watch(ec, n);
@@ -219,7 +219,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
       return;
     }
     if (ec == asio::error::operation_aborted && resume_read_ && !closed_) return resume();
-    fail();  // EOF or reset while a response is pending: the client is gone
+    if (ec == asio::error::eof && !closed_) {
+      // A half-close: the client sends no more but may still read. Only a
+      // reset or a failed write says it is gone.
+      peer_eof_ = true;
+      if (exchange_) return;
+      if (resume_read_) return resume();
+    }
+    fail();  // a reset, or the end of a graceful close
   }
 
   void resume() {
@@ -318,7 +325,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::string wire_;
   std::string remote_;
   size_t pending_bytes_ = 0, drained_ = 0;
-  bool writing_ = false, watching_ = false, resume_read_ = false;
+  bool writing_ = false, watching_ = false, resume_read_ = false, peer_eof_ = false;
   bool response_complete_ = false, keep_alive_ = true, closed_ = false;
 };
 

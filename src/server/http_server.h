@@ -4,8 +4,10 @@
 // header_timeout of the connection becoming idle, the body within
 // body_timeout after it, every write within write_timeout; a connection cap,
 // header and body size caps. While a response is pending the server keeps
-// reading the socket, so a client that goes away is noticed at once (its
-// Exchange's on_close runs) even when nothing is being written.
+// reading the socket, so a client that goes away (a reset) is noticed at
+// once (its Exchange's on_close runs) even when nothing is being written; a
+// client that only half-closed (shutdown(SHUT_WR)) after its request still
+// gets the answer.
 //
 // The application sees one Exchange per request. All Exchange methods except
 // post() must be called on the exchange's strand: the handler runs there,

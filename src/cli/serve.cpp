@@ -67,7 +67,7 @@ void run_serve(ServeOptions o) {
     throw Error("--kv-type must be f16, q8_0 or f32, not '" + o.kv_type + "'");
   o.engine.instance.kv_type = kv_type->type;
   o.gateway.model_name = o.model_name.empty() ? std::filesystem::path(o.engine.path).stem().string() : o.model_name;
-  raise_fd_limit(o.http.max_connections);
+  raise_fd_limit(o.http.max_connections + o.http.reserved_connections);
 
   // Every thread started from here on inherits the blocked signals, so only
   // sigwait() below sees SIGTERM / SIGINT.
@@ -112,7 +112,11 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--rate-burst", o->gateway.rate_burst, "Token-bucket size for --rate-limit (default: max(1, rate))");
   cmd->add_option("--max-queue", o->gateway.max_queue, "Requests that may wait beyond --max-seqs before 429")->capture_default_str();
   cmd->add_option("--timeout", o->request_timeout_s, "Per-request timeout, seconds (0: none)")->capture_default_str();
-  cmd->add_option("--max-connections", o->http.max_connections, "Open connections at most")->capture_default_str();
+  cmd->add_option("--max-connections", o->http.max_connections, "Open connections at most (a few more are kept for /health and /metrics)")
+      ->capture_default_str();
+  cmd->add_option("--max-connections-per-client", o->http.max_connections_per_client,
+                  "Open connections from one client address at most; more get 429 (behind a proxy, raise it)")
+      ->capture_default_str();
   cmd->add_option("--http-threads", o->http.threads, "HTTP I/O threads")->capture_default_str();
   cmd->add_option("--max-body", o->http.max_body_bytes, "Request body size limit, bytes (413 beyond)")->capture_default_str();
   cmd->add_option("--header-timeout", o->header_timeout_s, "Seconds for a request's headers to arrive")->capture_default_str();

@@ -8,10 +8,12 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
+#include <algorithm>
 #include <deque>
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <unordered_map>
 
 #include "core/error.h"
 
@@ -63,14 +65,28 @@ std::string header_block(int status, const std::string& content_type, const Head
 
 namespace {
 class Connection;
+
+// What a new connection was let in as (see HttpConfig's caps).
+enum class Slot { None, Normal, Reserve };
 }  // namespace
 
 struct HttpServer::Impl {
   Impl(HttpConfig c, Handler h, ErrorPage e)
       : config(std::move(c)), handler(std::move(h)), error_page(std::move(e)), acceptor(asio::make_strand(ioc)) {}
 
+  struct Admission {
+    Slot slot;
+    int status;  // when refused (slot None): the answer
+    std::string message;
+  };
+
   void accept();
   void track(const std::shared_ptr<Connection>& c);
+  Admission admit(const std::string& address);
+  void release(const std::string& address, Slot slot);
+  bool reserved_path(std::string_view path) const {
+    return std::find(config.reserved_paths.begin(), config.reserved_paths.end(), path) != config.reserved_paths.end();
+  }
 
   HttpConfig config;
   Handler handler;
@@ -79,6 +95,9 @@ struct HttpServer::Impl {
   // out when ioc is destroyed.
   std::atomic<int> connections{0};
   std::atomic<int> exchanges{0};  // requests read and not yet answered in full
+  std::mutex slots_mu;
+  int normal_slots = 0, reserve_slots = 0;
+  std::unordered_map<std::string, int> per_client;  // connections holding a slot, per peer address
   std::atomic<bool> accepting{true};
   std::mutex live_mu;
   std::vector<std::weak_ptr<Connection>> live;  // for stop(): every connection, to close
@@ -94,22 +113,26 @@ class ExchangeImpl;
 
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
-  Connection(HttpServer::Impl& srv, tcp::socket sock)
-      : srv_(srv), sock_(std::move(sock)), read_timer_(sock_.get_executor()), write_timer_(sock_.get_executor()) {
+  Connection(HttpServer::Impl& srv, tcp::socket sock, std::string address, Slot slot)
+      : srv_(srv), sock_(std::move(sock)), read_timer_(sock_.get_executor()), write_timer_(sock_.get_executor()),
+        address_(std::move(address)), slot_(slot) {
     ++srv_.connections;
     boost::system::error_code ec;
     const auto ep = sock_.remote_endpoint(ec);
-    if (!ec) remote_ = ep.address().to_string() + ":" + std::to_string(ep.port());
+    if (!ec) remote_ = address_ + ":" + std::to_string(ep.port());
   }
-  ~Connection() { --srv_.connections; }
+  ~Connection() {
+    srv_.release(address_, slot_);
+    --srv_.connections;
+  }
 
   void start() { read_header(); }
   // Server shutdown (no I/O thread runs any more): drop the connection and
   // end its exchange, which breaks the connection <-> exchange references.
   void close_now() { fail(); }
 
-  // Answers at once and closes: the connection cap was reached.
-  void reject(int status, const std::string& message) {
+  // Answers at once and closes: a connection cap was reached.
+  void refuse(int status, const std::string& message) {
     HttpResponse r = srv_.error_page(status, message);
     r.headers.emplace_back("Retry-After", "1");
     queue_response(std::move(r), false);
@@ -199,6 +222,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void reject_request(int status, const std::string& message) { queue_response(srv_.error_page(status, message), false); }
+  bool refused_by_reserve(std::string_view path);
 
   void on_body(beast::error_code ec);
 
@@ -323,7 +347,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::shared_ptr<ExchangeImpl> exchange_;
   std::deque<std::string> out_;
   std::string wire_;
-  std::string remote_;
+  std::string address_;  // the peer's, for the per-client cap
+  std::string remote_;   // address:port, for logs
+  Slot slot_;
   size_t pending_bytes_ = 0, drained_ = 0;
   bool writing_ = false, watching_ = false, resume_read_ = false, peer_eof_ = false;
   bool response_complete_ = false, keep_alive_ = true, closed_ = false;
@@ -386,6 +412,7 @@ void Connection::on_body(beast::error_code ec) {
   auto msg = parser_->release();
   parser_.reset();
   keep_alive_ = msg.keep_alive();
+  if (refused_by_reserve(std::string_view(msg.target().data(), msg.target().size()))) return;
   HttpRequest req;
   req.method = std::string(msg.method_string());
   req.target = std::string(msg.target());
@@ -396,6 +423,13 @@ void Connection::on_body(beast::error_code ec) {
   ++srv_.exchanges;
   watch();
   srv_.handler(std::move(req), exchange_);
+}
+
+// A connection beyond max_connections serves the reserved paths only.
+bool Connection::refused_by_reserve(std::string_view target) {
+  if (slot_ != Slot::Reserve || srv_.reserved_path(target.substr(0, target.find('?')))) return false;
+  refuse(503, "too many open connections; retry later");
+  return true;
 }
 
 void Connection::end_exchange(bool client_gone) {
@@ -420,16 +454,16 @@ void HttpServer::Impl::accept() {
       return;
     }
     sock.set_option(tcp::no_delay(true), ec);
-    const int open = connections.load();
-    if (open >= 2 * config.max_connections) {
-      sock.close(ec);  // far past the cap: not even an answer
+    const auto peer = sock.remote_endpoint(ec);
+    if (ec || connections.load() >= 2 * config.max_connections + config.reserved_connections) {
+      sock.close(ec);  // gone already, or far past the caps: not even an answer
     } else {
-      auto conn = std::make_shared<Connection>(*this, std::move(sock));
+      const std::string address = peer.address().to_string();
+      Admission a = admit(address);
+      auto conn = std::make_shared<Connection>(*this, std::move(sock), address, a.slot);
       track(conn);
-      if (open >= config.max_connections) {
-        asio::post(conn->executor(), [conn] {
-          conn->reject(503, "too many open connections; retry later");
-        });
+      if (a.slot == Slot::None) {
+        asio::post(conn->executor(), [conn, a = std::move(a)] { conn->refuse(a.status, a.message); });
       } else {
         asio::post(conn->executor(), [conn] { conn->start(); });
       }
@@ -445,11 +479,41 @@ void HttpServer::Impl::track(const std::shared_ptr<Connection>& c) {
   live.push_back(c);
 }
 
+HttpServer::Impl::Admission HttpServer::Impl::admit(const std::string& address) {
+  std::lock_guard lock(slots_mu);
+  const auto it = per_client.find(address);
+  const int mine = it == per_client.end() ? 0 : it->second;
+  if (mine >= config.max_connections_per_client)
+    return {Slot::None, 429,
+            "too many open connections from " + address + " (at most " + std::to_string(config.max_connections_per_client) +
+                "); retry later"};
+  Slot slot = Slot::None;
+  if (normal_slots < config.max_connections) {
+    ++normal_slots;
+    slot = Slot::Normal;
+  } else if (reserve_slots < config.reserved_connections) {
+    ++reserve_slots;
+    slot = Slot::Reserve;
+  } else {
+    return {Slot::None, 503, "too many open connections; retry later"};
+  }
+  ++per_client[address];
+  return {slot, 0, {}};
+}
+
+void HttpServer::Impl::release(const std::string& address, Slot slot) {
+  if (slot == Slot::None) return;
+  std::lock_guard lock(slots_mu);
+  --(slot == Slot::Normal ? normal_slots : reserve_slots);
+  if (--per_client[address] == 0) per_client.erase(address);
+}
+
 HttpServer::HttpServer(HttpConfig config, Handler handler, ErrorPage error_page)
     : impl_(std::make_unique<Impl>(std::move(config), std::move(handler), std::move(error_page))) {
   Impl& s = *impl_;
   if (s.config.threads < 1) throw Error("HTTP threads must be >= 1");
-  if (s.config.max_connections < 1) throw Error("the connection cap must be >= 1");
+  if (s.config.max_connections < 1 || s.config.max_connections_per_client < 1 || s.config.reserved_connections < 0)
+    throw Error("the connection caps must be >= 1 (the reserve >= 0)");
   beast::error_code ec;
   const auto addr = asio::ip::make_address(s.config.host, ec);
   if (ec) throw Error("--host " + s.config.host + ": not an IP address (" + ec.message() + ")");

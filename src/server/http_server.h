@@ -2,12 +2,14 @@
 // HTTP/1.1 server (Boost.Beast on Asio): many connections on a few threads,
 // each with hard deadlines. The header of a request must arrive within
 // header_timeout of the connection becoming idle, the body within
-// body_timeout after it, every write within write_timeout; a connection cap,
-// header and body size caps. While a response is pending the server keeps
-// reading the socket, so a client that goes away (a reset) is noticed at
-// once (its Exchange's on_close runs) even when nothing is being written; a
-// client that only half-closed (shutdown(SHUT_WR)) after its request still
-// gets the answer.
+// body_timeout after it, every write within write_timeout; header and body
+// size caps. Connections are capped in all and per client address, and a
+// few more are held in reserve for the reserved paths (health checks,
+// metrics), so that a flood of idle sockets locks no one else out.
+// While a response is pending the server keeps reading the socket, so a
+// client that goes away (a reset) is noticed at once (its Exchange's
+// on_close runs) even when nothing is being written; a client that only
+// half-closed (shutdown(SHUT_WR)) after its request still gets the answer.
 //
 // The application sees one Exchange per request. All Exchange methods except
 // post() must be called on the exchange's strand: the handler runs there,
@@ -33,6 +35,11 @@ struct HttpConfig {
   uint16_t port = 8080;  // 0: any free port (see HttpServer::port())
   int threads = 2;
   int max_connections = 512;
+  int max_connections_per_client = 64;  // from one peer address; more are refused at once (429)
+  // Beyond max_connections: connections that may only ask for reserved_paths
+  // (other requests on them get 503).
+  int reserved_connections = 8;
+  std::vector<std::string> reserved_paths = {"/health", "/metrics"};
   std::chrono::milliseconds header_timeout{10'000};  // idle keep-alive wait + request line + headers
   std::chrono::milliseconds body_timeout{30'000};
   std::chrono::milliseconds write_timeout{30'000};  // one queued write to complete

@@ -103,5 +103,41 @@ TEST_F(HttpServerTest, HalfClosedClientGetsItsAnswer) {
   EXPECT_FALSE(gone);
 }
 
+// Idle sockets from one address take at most its share: the next one from it
+// is refused at once, and other clients are served.
+TEST_F(HttpServerTest, IdleFloodFromOneAddressLocksNoOneElseOut) {
+  HttpConfig config;
+  config.max_connections = 32;
+  config.max_connections_per_client = 8;
+  start(config);
+  std::vector<std::unique_ptr<RawClient>> idle;
+  for (int i = 0; i < 64; ++i) idle.push_back(std::make_unique<RawClient>(server_->port()));
+  const std::string refused = exchange(get("/v1/models"));
+  EXPECT_TRUE(refused.starts_with("HTTP/1.1 429")) << refused;
+  EXPECT_NE(refused.find("Retry-After: 1"), std::string::npos) << refused;
+  EXPECT_EQ(body_of(exchange(get("/health"), "127.0.0.2")), "path /health");
+  EXPECT_EQ(body_of(exchange(get("/v1/models"), "127.0.0.2")), "path /v1/models");
+}
+
+// With every connection taken, the reserve answers /health and /metrics only.
+TEST_F(HttpServerTest, ReserveServesHealthAndMetricsWhenFull) {
+  HttpConfig config;
+  config.max_connections = 4;
+  config.max_connections_per_client = 2;
+  config.reserved_connections = 1;
+  start(config);
+  std::vector<std::unique_ptr<RawClient>> idle;
+  for (const char* from : {"127.0.0.1", "127.0.0.1", "127.0.0.2", "127.0.0.2"})
+    idle.push_back(std::make_unique<RawClient>(server_->port(), from));
+  ASSERT_TRUE(holds_connections(4));
+  const std::string busy = exchange(get("/v1/models"), "127.0.0.3");
+  EXPECT_TRUE(busy.starts_with("HTTP/1.1 503")) << busy;
+  for (const char* path : {"/health", "/metrics"}) {
+    ASSERT_TRUE(holds_connections(4));  // the reserve slot is free again
+    const std::string r = exchange(get(path), "127.0.0.3");
+    EXPECT_EQ(body_of(r), "path " + std::string(path)) << r;
+  }
+}
+
 }  // namespace
 }  // namespace llmserve::server

@@ -11,6 +11,8 @@
 #include "core/thread_pool.h"
 #include "engine/engine.h"
 #include "model/runner.h"
+#include "model/synthetic.h"
+#include "temp_file.h"
 
 namespace llmserve::engine::testing {
 
@@ -85,6 +87,29 @@ inline std::vector<int32_t> alone(const model::Model& m, const tok::Tokenizer& t
     if (i + 1 < n) logits = runner.decode(t);
   }
   return out;
+}
+
+inline std::vector<std::vector<int32_t>> sixteen_prompts(const tok::Tokenizer& tok) {
+  const char* texts[] = {"Once upon a time", "Lily and Tom went to the zoo.", "The cat sat on the mat.",
+                         "One day, a little boy", "The sun was shining", "Tim had a red ball",
+                         "Sue liked to sing", "There was a big dog", "Mom said", "The bird flew",
+                         "Once upon a time, there was a girl", "Ben and his dad", "It was a cold day",
+                         "The little fish", "Anna found a box", "Once upon a time, in a small town"};
+  std::vector<std::vector<int32_t>> prompts;
+  for (const char* t : texts) prompts.push_back(tok.encode(t, true));
+  return prompts;
+}
+
+// A small synthetic Q8_0 model, written once per test binary.
+inline std::string synthetic_tiny() {
+  static const llmserve::testing::TempFile file("engine-test.gguf", [](const std::string& p) {
+    model::SyntheticSpec spec;
+    spec.shape = *model::find_shape("tiny");
+    spec.type = gguf::TensorType::Q8_0;
+    spec.seed = 11;
+    model::write_synthetic_model(spec, p);
+  });
+  return file.path();
 }
 
 }  // namespace llmserve::engine::testing

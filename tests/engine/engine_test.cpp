@@ -29,17 +29,6 @@ using namespace llmserve::engine::testing;
 
 namespace {
 
-std::vector<std::vector<int32_t>> sixteen_prompts(const tok::Tokenizer& tok) {
-  const char* texts[] = {"Once upon a time", "Lily and Tom went to the zoo.", "The cat sat on the mat.",
-                         "One day, a little boy", "The sun was shining", "Tim had a red ball",
-                         "Sue liked to sing", "There was a big dog", "Mom said", "The bird flew",
-                         "Once upon a time, there was a girl", "Ben and his dad", "It was a cold day",
-                         "The little fish", "Anna found a box", "Once upon a time, in a small town"};
-  std::vector<std::vector<int32_t>> prompts;
-  for (const char* t : texts) prompts.push_back(tok.encode(t, true));
-  return prompts;
-}
-
 void expect_batched_equals_alone(const std::string& path, const InstanceConfig& config, int n_new) {
   Served s(path, config);
   const auto prompts = sixteen_prompts(s.tok());
@@ -62,17 +51,6 @@ InstanceConfig test_config(int kv_blocks) {
   InstanceConfig c;
   c.kv_blocks = kv_blocks;
   return c;
-}
-
-std::string synthetic_tiny() {
-  static const llmserve::testing::TempFile file("engine-test.gguf", [](const std::string& p) {
-    model::SyntheticSpec spec;
-    spec.shape = *model::find_shape("tiny");
-    spec.type = gguf::TensorType::Q8_0;
-    spec.seed = 11;
-    model::write_synthetic_model(spec, p);
-  });
-  return file.path();
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/speculation.h"
 #include "gguf/types.h"
 
 namespace llmserve::cli {
@@ -18,6 +19,7 @@ struct BenchOptions {
   bool json = false;
   std::vector<int> batches;   // --batch: engine sweep instead of single-sequence pp/tg
   std::string kv_type = "f16";
+  engine::SpeculationOptions spec;  // --spec: speculative vs plain decoding instead
 };
 
 // Ceilings measured on this machine in this run.
@@ -35,6 +37,7 @@ constexpr size_t kReadProbeBytes = size_t{1} << 30;
 
 void run_single_bench(const BenchOptions& o);  // bench.cpp
 void run_batch_bench(const BenchOptions& o);   // bench_batch.cpp
+void run_spec_bench(const BenchOptions& o, const engine::SpeculationOptions& spec);  // bench_spec.cpp
 
 // F32, F16, BF16: weights whose peak is the f32 FMA rate, not the int8 one.
 bool is_float_type(gguf::TensorType t);

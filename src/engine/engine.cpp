@@ -36,17 +36,25 @@ void fill_logprobs(std::span<const float> logits, int32_t token, int top, Genera
 
 }  // namespace
 
-StepCost measure_step_cost(model::Instance& instance, int max_rows, int repeats) {
+StepCost measure_step_cost(model::Instance& instance, int max_rows, int repeats, int depth) {
   const model::InstanceInfo& info = instance.info();
-  max_rows = std::clamp(max_rows, 1, std::min({info.max_batch_tokens, info.max_context, info.kv_blocks * info.block_size}));
-  const std::vector<int32_t> tokens(static_cast<size_t>(max_rows), info.n_vocab > 1 ? 1 : 0);
-  std::vector<int32_t> blocks(static_cast<size_t>((max_rows + info.block_size - 1) / info.block_size));
+  const int room = std::min(info.max_context, info.kv_blocks * info.block_size);
+  depth = std::clamp(depth, 0, room - 1);
+  max_rows = std::clamp(max_rows, 1, std::min(info.max_batch_tokens, room - depth));
+  const std::vector<int32_t> tokens(static_cast<size_t>(std::max(max_rows, info.max_batch_tokens)), info.n_vocab > 1 ? 1 : 0);
+  std::vector<int32_t> blocks(static_cast<size_t>((depth + max_rows + info.block_size - 1) / info.block_size));
   for (size_t i = 0; i < blocks.size(); ++i) blocks[i] = static_cast<int32_t>(i);
+  for (int done = 0; done < depth;) {  // the context, as a prompt
+    const int n = std::min(depth - done, info.max_batch_tokens);
+    const model::SeqBatch b{std::span(tokens).first(static_cast<size_t>(n)), done, blocks, model::Logits::None, n};
+    instance.forward(std::span(&b, 1));
+    done += n;
+  }
   std::vector<std::pair<int, double>> points;
-  for (int rows = 1;; rows = std::min(max_rows, 2 * rows - 1)) {  // 1, 2, 3, 5, 9, 17, ...
+  for (int rows = 1;; rows = std::min(max_rows, rows < 9 ? rows + 1 : 2 * rows - 1)) {
     double best = INFINITY;
     for (int i = 0; i < std::max(1, repeats); ++i) {
-      const model::SeqBatch b{std::span(tokens).first(static_cast<size_t>(rows)), 0, blocks, model::Logits::Last, 0};
+      const model::SeqBatch b{std::span(tokens).first(static_cast<size_t>(rows)), depth, blocks, model::Logits::Last, 0};
       const auto t0 = Clock::now();
       instance.forward(std::span(&b, 1));
       best = std::min(best, ms_between(t0, Clock::now()));
@@ -316,6 +324,9 @@ void Engine::step(ModelSlot& slot) {
   }
   scheduler.postprocess(sampled);
   for (const Branch& b : branches_) branch(slot, b);
+  // Decode-only steps teach the draft policy what wide steps cost now.
+  if (slot.spec.proposer && std::ranges::all_of(plan.seqs, [](const ScheduledSeq& s) { return s.num_tokens == 1 + s.num_draft; }))
+    slot.spec.cost.observe(plan.num_tokens, ms_between(t0, Clock::now()));
   propose(slot);
 
   const auto now = Clock::now();
@@ -407,7 +418,8 @@ void Engine::propose(ModelSlot& slot) {
   if (draft_requests_.empty()) return;
   const auto t0 = Clock::now();
   spec.proposer->propose(draft_requests_);
-  const double ms = ms_between(t0, Clock::now()) / passes;
+  const double total_ms = ms_between(t0, Clock::now()), ms = total_ms / passes;
+  slot.spec_metrics.proposer_ms += total_ms;
   slot.draft_ms_per_k = slot.draft_ms_per_k == 0 ? ms : 0.9 * slot.draft_ms_per_k + 0.1 * ms;
 
   const size_t vocab = static_cast<size_t>(slot.info.n_vocab);

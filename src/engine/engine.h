@@ -41,10 +41,11 @@ struct EngineConfig {
   std::vector<SpecConfig> spec = {};  // by model index; missing or no proposer: off
 };
 
-// Times forward passes of 1 .. max_rows rows of one sequence (a few widths,
-// best of `repeats`), in KV blocks no sequence holds yet: call it before
-// the instance serves.
-StepCost measure_step_cost(model::Instance& instance, int max_rows, int repeats = 3);
+// Times forward passes of 1 .. max_rows rows of one sequence after `depth`
+// tokens of context (every width up to 9, then 17, 33, ...; best of
+// `repeats`), in KV blocks no sequence holds yet: call it before the
+// instance serves.
+StepCost measure_step_cost(model::Instance& instance, int max_rows, int repeats = 3, int depth = 0);
 
 struct RequestParams {
   int model = 0;                       // which of the engine's models
@@ -100,6 +101,7 @@ struct SpecMetrics {
   uint64_t draft_tokens = 0;     // tokens proposed and verified
   uint64_t accepted_tokens = 0;
   std::vector<uint64_t> accepted_per_pos;  // [i]: drafts whose i-th token was accepted
+  double proposer_ms = 0;        // time spent proposing
 };
 
 struct EngineMetrics {

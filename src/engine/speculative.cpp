@@ -51,6 +51,14 @@ double StepCost::ms(int rows) const {
   return std::max(0.0, t0 + (t1 - t0) * (rows - r0) / (r1 - r0));
 }
 
+void StepCost::observe(int rows, double ms) {
+  const auto it = std::ranges::lower_bound(points_, rows, {}, &std::pair<int, double>::first);
+  if (it != points_.end() && it->first == rows)
+    it->second = 0.9 * it->second + 0.1 * ms;
+  else
+    points_.insert(it, {rows, ms});
+}
+
 void Acceptance::record(int drafted, int accepted) {
   // Positions evaluated: every accepted one, and the first rejected one.
   const double evaluated = accepted + (accepted < drafted ? 1 : 0);

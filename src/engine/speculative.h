@@ -27,12 +27,16 @@ EntryResult verify(Sampler& sampler, std::span<float> logits, size_t vocab, cons
 
 // Step time as a function of its rows, from measured points: linear
 // between them, extrapolated from the last two beyond. No points: every
-// width costs the same.
+// width costs the same. The engine starts from a measurement and then
+// follows the decode steps it runs (observe), whose attention grows with
+// the context.
 class StepCost {
  public:
   StepCost() = default;
   explicit StepCost(std::vector<std::pair<int, double>> rows_ms);  // sorted by rows, rows >= 1
   double ms(int rows) const;
+  // A step of `rows` rows took `ms`: that width's point moves toward it.
+  void observe(int rows, double ms);
   const std::vector<std::pair<int, double>>& points() const { return points_; }
 
  private:

@@ -53,10 +53,14 @@ double StepCost::ms(int rows) const {
 
 void StepCost::observe(int rows, double ms) {
   const auto it = std::ranges::lower_bound(points_, rows, {}, &std::pair<int, double>::first);
+  const auto i = static_cast<size_t>(it - points_.begin());
   if (it != points_.end() && it->first == rows)
     it->second = 0.9 * it->second + 0.1 * ms;
   else
     points_.insert(it, {rows, ms});
+  // A wider step never costs less: noisy observations must not say so.
+  for (size_t j = i + 1; j < points_.size(); ++j) points_[j].second = std::max(points_[j].second, points_[i].second);
+  for (size_t j = i; j-- > 0;) points_[j].second = std::min(points_[j].second, points_[i].second);
 }
 
 void Acceptance::record(int drafted, int accepted) {

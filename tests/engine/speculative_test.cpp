@@ -190,6 +190,11 @@ TEST(Speculative, DraftLengthsFollowTheCostOfWideSteps) {
   EXPECT_DOUBLE_EQ(expected_tokens(0.5, 2), 1.75);
   EXPECT_DOUBLE_EQ(flat.ms(5), 10.25);
   EXPECT_DOUBLE_EQ(linear.ms(17), 170.0);
+  StepCost observed({{1, 10.0}, {5, 12.0}});
+  observed.observe(5, 2.0);  // noise: a wide step faster than a narrow one
+  EXPECT_LE(observed.ms(1), observed.ms(5));
+  observed.observe(3, 50.0);
+  EXPECT_GE(observed.ms(5), 50.0);
 }
 
 TEST(Speculative, AcceptanceFollowsRecentVerifies) {

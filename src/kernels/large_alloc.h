@@ -10,6 +10,8 @@
 
 namespace llmserve::kernels {
 
+inline constexpr size_t kHugePageBytes = size_t{2} << 20;
+
 // Returns null on failure. Release with std::free.
 void* allocate_large(size_t bytes);
 

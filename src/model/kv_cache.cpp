@@ -36,10 +36,15 @@ KvCache::KvCache(const HParams& hp, int n_blocks, int block_size, gguf::TensorTy
   bytes_ = plane_bytes_ * 2 * n_layer_;
   // Huge pages where the OS gives them: attention reads a head's rows
   // scattered over every layer's plane, and with 4 KiB pages nearly every
-  // row was a TLB miss. Fresh pages read as zeros, so a block read before
-  // it is written holds finite values.
-  data_ = kernels::map_zero_pages(bytes_);
-  if (!data_) throw Error("cannot reserve the KV cache: " + std::to_string(bytes_) + " bytes");
+  // row was a TLB miss. Each large plane starts on a huge page, so the
+  // first blocks in use commit one huge page per plane, whatever the pool's
+  // size (the padding is never written, so it costs address space only).
+  // Fresh pages read as zeros: a block read before it is written holds
+  // finite values.
+  constexpr size_t huge = kernels::kHugePageBytes;
+  plane_stride_ = plane_bytes_ >= huge ? (plane_bytes_ + huge - 1) / huge * huge : plane_bytes_;
+  data_ = kernels::map_zero_pages(plane_stride_ * 2 * n_layer_);
+  if (!data_) throw Error("cannot reserve the KV cache: " + std::to_string(plane_stride_ * 2 * n_layer_) + " bytes");
 }
 
 void KvCache::store(int layer, const float* k_rows, const float* v_rows, const int32_t* slots, int n) {

@@ -48,11 +48,12 @@ class KvCache {
  private:
   size_t plane_block_bytes() const { return static_cast<size_t>(layout_.block_size) * layout_.row_bytes; }
   void check_block(int block, size_t bytes) const;
-  uint8_t* base(int layer, int kv) const { return data_.get() + (static_cast<size_t>(layer) * 2 + kv) * plane_bytes_; }
+  uint8_t* base(int layer, int kv) const { return data_.get() + (static_cast<size_t>(layer) * 2 + kv) * plane_stride_; }
 
   kernels::KvLayout layout_;
   int n_layer_, n_blocks_;
-  size_t plane_bytes_;  // one layer's K (or V): n_blocks * block_size * row_bytes
+  size_t plane_bytes_;   // one layer's K (or V): n_blocks * block_size * row_bytes
+  size_t plane_stride_;  // plane_bytes_, rounded up to whole huge pages from one huge page on
   size_t bytes_;
   kernels::ZeroPages data_;
 };

@@ -3,6 +3,10 @@
 // do not stay resident beside the repacked weights.
 #include <gtest/gtest.h>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cctype>
 #include <filesystem>
 #include <fstream>
@@ -60,6 +64,16 @@ size_t mapped_resident_bytes(const std::string& path) {
   return total;
 }
 
+// Bytes of [begin, end) the OS holds in memory (mincore), in whole pages.
+size_t resident_in(const uint8_t* begin, const uint8_t* end) {
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t first = reinterpret_cast<uintptr_t>(begin) / page * page;
+  const size_t pages = (reinterpret_cast<uintptr_t>(end) - first + page - 1) / page;
+  std::vector<unsigned char> in_core(pages);
+  if (mincore(reinterpret_cast<void*>(first), pages * page, in_core.data()) != 0) return SIZE_MAX;
+  return static_cast<size_t>(std::count_if(in_core.begin(), in_core.end(), [](unsigned char c) { return c & 1; })) * page;
+}
+
 model::HParams tiny_hparams() {
   model::HParams hp;
   hp.n_layer = 4;
@@ -96,6 +110,21 @@ TEST(KvPool, AGigabytePoolCommitsMemoryOnlyAsBlocksAreWritten) {
   const int32_t slot = 0;
   for (int l = 0; l < hp.n_layer; ++l) kv.store(l, row.data(), row.data(), &slot, 1);
   EXPECT_LT(resident_bytes(), before + 64 * kMiB);
+}
+
+// Planes of 1.95 huge pages: unaligned, plane 1's first 24 blocks would end
+// at a huge-page boundary and its first 100 take two.
+TEST(KvPool, TheFirstBlocksInUseCommitOneHugePagePerPlane) {
+  const model::HParams hp = tiny_hparams();
+  model::KvCache kv(hp, 1000, 16, gguf::TensorType::F16);
+  const uint8_t* begin = kv.k(0);
+  const uint8_t* end = kv.v(hp.n_layer - 1) + kv.bytes() / (2 * hp.n_layer);
+  ASSERT_EQ(resident_in(begin, end), 0u);
+  const std::vector<float> row(static_cast<size_t>(hp.kv_dim()), 1.0f);
+  for (int32_t slot = 0; slot < 100 * 16; ++slot)
+    for (int l = 0; l < hp.n_layer; ++l) kv.store(l, row.data(), row.data(), &slot, 1);
+  const size_t planes = 2 * static_cast<size_t>(hp.n_layer);
+  EXPECT_LE(resident_in(begin, end), planes * kernels::kHugePageBytes);
 }
 
 TEST(KvPool, AnUnwrittenBlockReadsAsZeros) {

@@ -107,6 +107,9 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--port", o->http.port, "Port (0: any free one)")->capture_default_str();
   cmd->add_option("--api-key", o->api_keys, "Accepted API key (repeatable); none and no --api-key-file: open server");
   cmd->add_option("--api-key-file", o->api_key_file, "File with one accepted API key per line");
+  cmd->add_option("--allowed-origins", o->gateway.allowed_origins, "CORS: origins browser pages may call from (comma-separated or repeatable; * for any)")
+      ->delimiter(',')
+      ->check(CLI::Validator([](std::string& e) { return server::origin_entry_error(e); }, "ORIGIN"));
   cmd->add_option("--rate-limit", o->gateway.rate_limit, "Requests per second per API key (per client address when open); 0: off")
       ->capture_default_str();
   cmd->add_option("--rate-burst", o->gateway.rate_burst, "Token-bucket size for --rate-limit (default: max(1, rate))");

@@ -55,6 +55,7 @@ Gateway::Gateway(engine::Engine& engine, const model::LoadedModel& model, Gatewa
                 token_text(model.tokenizer(), model.tokenizer().eos())),
       turns_(tokenizer_),
       limiter_(config_.rate_limit, config_.rate_burst > 0 ? config_.rate_burst : std::max(1.0, config_.rate_limit)),
+      cors_(config_.allowed_origins),
       next_id_(std::random_device{}()),
       created_(static_cast<int64_t>(std::time(nullptr))) {}
 
@@ -91,9 +92,10 @@ void Gateway::send(Call& call, HttpResponse r, std::string_view reason) {
 }
 
 void Gateway::handle(HttpRequest req, std::shared_ptr<Exchange> ex) {
-  Call call{req, std::move(ex), request_id(req), {}};
+  Call call{req, std::move(ex), request_id(req), cors_.response_headers(req)};
   call.headers.emplace_back("x-request-id", call.id);
   try {
+    if (cors_.enabled() && CorsPolicy::is_preflight(req)) return preflight(call);
     route(call);
   } catch (const ApiError& e) {
     HttpResponse r{e.status, "application/json", error_body(e), {}};
@@ -102,6 +104,15 @@ void Gateway::handle(HttpRequest req, std::shared_ptr<Exchange> ex) {
   } catch (const std::exception& e) {
     send(call, {500, "application/json", error_body(ApiError(500, e.what(), "server_error")), {}}, e.what());
   }
+}
+
+// A browser asks whether a page of another origin may send its request:
+// no API key is needed to ask.
+void Gateway::preflight(Call& call) {
+  if (!cors_.allowed_origin(call.req))
+    throw ApiError(403, "origin '" + *call.req.header("origin") + "' is not allowed (see --allowed-origins)",
+                   "invalid_request_error", {}, "origin_not_allowed");
+  send(call, {204, "", "", cors_.preflight_headers(call.req)});
 }
 
 void Gateway::route(Call& call) {

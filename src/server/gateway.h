@@ -11,6 +11,7 @@
 
 #include "engine/engine.h"
 #include "server/chat_template.h"
+#include "server/cors.h"
 #include "server/http_server.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
@@ -28,6 +29,7 @@ struct GatewayConfig {
   double rate_limit = 0;      // requests per second per key (per client address when open); 0: off
   double rate_burst = 0;      // bucket size; 0: max(1, rate)
   ApiKeys keys;
+  std::vector<std::string> allowed_origins;  // CORS: origins or "*"; empty: no CORS headers
 };
 
 class Gateway {
@@ -58,6 +60,7 @@ class Gateway {
     Headers headers;  // x-request-id, ...
   };
 
+  void preflight(Call& call);
   void route(Call& call);
   void generate(Endpoint endpoint, Call& call);
   void authorize(const HttpRequest& req, std::string& client) const;
@@ -73,6 +76,7 @@ class Gateway {
   ChatTemplate template_;
   TurnTokens turns_;
   RateLimiter limiter_;
+  CorsPolicy cors_;
   ServerMetrics metrics_;
   std::atomic<int> in_flight_{0};
   std::atomic<bool> draining_{false};

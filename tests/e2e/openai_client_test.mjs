@@ -1,6 +1,7 @@
 // The official `openai` npm client against `llmserve serve` on loopback.
 // The server runs stories260K (no chat template: ChatML fallback) with
 //   --api-key sk-main --api-key sk-burst --rate-limit 20 --rate-burst 40 --max-body 65536
+//   --allowed-origins http://app.example
 import OpenAI from 'openai';
 import { BASE, test, finish, deadline, waitIdle, assert } from './common.mjs';
 
@@ -25,6 +26,29 @@ async function expectError(promise, status, type) {
 await test('models', async () => {
   const list = await client.models.list();
   assert(list.data.length === 1 && list.data[0].id === model, JSON.stringify(list.data));
+});
+
+await test('CORS: preflight, then a cross-origin request from an allowed origin', async () => {
+  const origin = 'http://app.example';
+  const pre = await fetch(`${BASE}/v1/chat/completions`, {
+    method: 'OPTIONS',
+    headers: { origin, 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization, content-type' },
+  });
+  assert(pre.status === 204, `preflight status ${pre.status}`);
+  assert(pre.headers.get('access-control-allow-origin') === origin, `allow-origin ${pre.headers.get('access-control-allow-origin')}`);
+  assert(/POST/.test(pre.headers.get('access-control-allow-methods')), `allow-methods ${pre.headers.get('access-control-allow-methods')}`);
+  assert(/authorization/.test(pre.headers.get('access-control-allow-headers')), 'allow-headers');
+  const res = await fetch(`${BASE}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { origin, authorization: 'Bearer sk-main', 'content-type': 'application/json', 'x-request-id': 'e2e-cors-1' },
+    body: JSON.stringify({ model, messages, max_tokens: 4 }),
+  });
+  assert(res.status === 200, `status ${res.status}`);
+  assert(res.headers.get('access-control-allow-origin') === origin, 'no allow-origin on the answer');
+  assert(res.headers.get('x-request-id') === 'e2e-cors-1', `x-request-id ${res.headers.get('x-request-id')}`);
+  assert(/x-request-id/.test(res.headers.get('access-control-expose-headers')), 'x-request-id not exposed');
+  const other = await fetch(`${BASE}/v1/models`, { headers: { origin: 'http://evil.example', authorization: 'Bearer sk-main' } });
+  assert(other.headers.get('access-control-allow-origin') === null, 'a disallowed origin got allow-origin');
 });
 
 await test('chat, non-streaming', async () => {

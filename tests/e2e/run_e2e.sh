@@ -46,7 +46,8 @@ stop_server() {
 
 case $which in
   client)
-    start_server --api-key sk-main --api-key sk-burst --rate-limit 20 --rate-burst 40 --max-body 65536
+    start_server --api-key sk-main --api-key sk-burst --rate-limit 20 --rate-burst 40 --max-body 65536 \
+      --allowed-origins http://app.example
     LLMSERVE_URL=http://127.0.0.1:$port node "$work/openai_client_test.mjs"
     stop_server ;;
   load)

@@ -73,3 +73,68 @@ TEST_F(ServerTest, ErrorLogLinesGiveTheReason) {
 
 }  // namespace
 }  // namespace llmserve::server
+
+namespace llmserve::server {
+namespace {
+
+// A browser page on an allowed origin: its preflight passes without the API
+// key, and every answer it gets (success, error, stream) lets it read them.
+TEST_F(ServerTest, CorsPreflightAndCrossOriginRequests) {
+  Options o;
+  o.gateway.keys = ApiKeys({"sk-test"});
+  o.gateway.allowed_origins = {"http://app.example", "https://other.example:8443"};
+  start(o);
+  HttpClient c = client();
+  const Headers origin = {{"Origin", "http://app.example"}};
+  const HttpResult pre = c.request("OPTIONS", "/v1/chat/completions", "",
+                                   {{"Origin", "http://app.example"}, {"Access-Control-Request-Method", "POST"},
+                                    {"Access-Control-Request-Headers", "authorization, content-type"}});
+  EXPECT_EQ(pre.status, 204) << pre.body;
+  EXPECT_EQ(header_or_empty(pre, "access-control-allow-origin"), "http://app.example");
+  EXPECT_NE(header_or_empty(pre, "access-control-allow-methods").find("POST"), std::string::npos);
+  EXPECT_EQ(header_or_empty(pre, "access-control-allow-headers"), "authorization, content-type");
+  EXPECT_NE(header_or_empty(pre, "access-control-max-age"), "");
+  EXPECT_EQ(header_or_empty(pre, "vary"), "Origin");
+
+  const Headers from_app = {{"Origin", "http://app.example"}, {"Authorization", "Bearer sk-test"}};
+  const HttpResult ok = c.request("POST", "/v1/completions", Json{{"prompt", "Once"}, {"max_tokens", 2}}.dump(), from_app);
+  ASSERT_EQ(ok.status, 200) << ok.body;
+  EXPECT_EQ(header_or_empty(ok, "access-control-allow-origin"), "http://app.example");
+  EXPECT_EQ(header_or_empty(ok, "vary"), "Origin");
+  EXPECT_NE(header_or_empty(ok, "access-control-expose-headers").find("x-request-id"), std::string::npos);
+  const HttpResult streamed =
+      c.request("POST", "/v1/completions", Json{{"prompt", "Once"}, {"max_tokens", 2}, {"stream", true}}.dump(), from_app);
+  EXPECT_EQ(header_or_empty(streamed, "access-control-allow-origin"), "http://app.example");
+  const HttpResult unauthorized = c.request("POST", "/v1/completions", Json{{"prompt", "x"}}.dump(), origin);
+  EXPECT_EQ(unauthorized.status, 401);
+  EXPECT_EQ(header_or_empty(unauthorized, "access-control-allow-origin"), "http://app.example");
+  EXPECT_EQ(header_or_empty(c.request("GET", "/v1/models", "", {{"Origin", "HTTPS://Other.example:8443"},
+                                                               {"Authorization", "Bearer sk-test"}}),
+                            "access-control-allow-origin"),
+            "HTTPS://Other.example:8443");
+
+  // Another origin gets no CORS headers: its preflight fails, and so does the browser's request.
+  const HttpResult evil_pre = c.request("OPTIONS", "/v1/completions", "",
+                                        {{"Origin", "http://evil.example"}, {"Access-Control-Request-Method", "POST"}});
+  EXPECT_EQ(evil_pre.status, 403);
+  EXPECT_EQ(find_header(evil_pre, "access-control-allow-origin"), nullptr);
+  const HttpResult evil = c.request("GET", "/v1/models", "", {{"Origin", "http://evil.example"}, {"Authorization", "Bearer sk-test"}});
+  EXPECT_EQ(evil.status, 200);
+  EXPECT_EQ(find_header(evil, "access-control-allow-origin"), nullptr);
+}
+
+// Without --allowed-origins, nothing changes: no CORS header, OPTIONS is not a method of the API.
+TEST_F(ServerTest, NoCorsHeadersUnlessOriginsAreAllowed) {
+  start();
+  HttpClient c = client();
+  const HttpResult pre = c.request("OPTIONS", "/v1/completions", "",
+                                   {{"Origin", "http://app.example"}, {"Access-Control-Request-Method", "POST"}});
+  EXPECT_EQ(pre.status, 405);
+  EXPECT_EQ(find_header(pre, "access-control-allow-origin"), nullptr);
+  const HttpResult r = c.request("GET", "/v1/models", "", {{"Origin", "http://app.example"}});
+  EXPECT_EQ(find_header(r, "access-control-allow-origin"), nullptr);
+  EXPECT_EQ(find_header(r, "vary"), nullptr);
+}
+
+}  // namespace
+}  // namespace llmserve::server

@@ -134,6 +134,18 @@ std::string ServerMetrics::render(const engine::EngineMetrics& e, const GatewayG
   w.counter("llmserve:prompt_tokens_total", "Prompt tokens of admitted requests.", static_cast<double>(e.prompt_tokens));
   w.counter("llmserve:generation_tokens_total", "Generated tokens.", static_cast<double>(e.generated_tokens));
   w.counter("llmserve:engine_steps_total", "Engine steps run.", static_cast<double>(e.steps));
+  // Speculative decoding (vLLM's spec_decode names); 0 with --spec off.
+  w.counter("llmserve:spec_decode_num_drafts_total", "Decode entries that verified draft tokens.",
+            static_cast<double>(e.spec.drafts));
+  w.counter("llmserve:spec_decode_num_draft_tokens_total", "Draft tokens proposed and verified.",
+            static_cast<double>(e.spec.draft_tokens));
+  w.counter("llmserve:spec_decode_num_accepted_tokens_total", "Draft tokens accepted.",
+            static_cast<double>(e.spec.accepted_tokens));
+  w.family("llmserve:spec_decode_num_accepted_tokens_per_pos_total", "counter",
+           "Drafts whose token at this position (0 = first) was accepted.");
+  for (size_t i = 0; i < e.spec.accepted_per_pos.size(); ++i)
+    w.sample("llmserve:spec_decode_num_accepted_tokens_per_pos_total", static_cast<double>(e.spec.accepted_per_pos[i]),
+             "position=\"" + std::to_string(i) + "\"");
 
   w.family("llmserve:request_success_total", "counter", "Finished requests by finish reason.");
   for (Outcome o : {Outcome::Stop, Outcome::Length, Outcome::Abort, Outcome::Error})

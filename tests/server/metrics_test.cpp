@@ -68,6 +68,10 @@ TEST(ServerMetrics, RendersVllmStyleNames) {
   e.scheduler.prefix_hit_tokens = 16;
   e.prompt_tokens = 123;
   e.generated_tokens = 456;
+  e.spec.drafts = 7;
+  e.spec.draft_tokens = 28;
+  e.spec.accepted_tokens = 19;
+  e.spec.accepted_per_pos = {7, 6, 4, 2};
   const std::string text = m.render(e, {3, 5, false}, "my \"model\"");
   expect_valid_exposition(text);
   for (const char* needle : {
@@ -89,6 +93,10 @@ TEST(ServerMetrics, RendersVllmStyleNames) {
            "# TYPE llmserve:request_queue_time_seconds histogram\n",
            "# TYPE llmserve:num_preemptions_total counter\n",
            "llmserve:request_rejected_total{model_name=\"my \\\"model\\\"\",reason=\"queue_full\"} 1\n",
+           "llmserve:spec_decode_num_drafts_total{model_name=\"my \\\"model\\\"\"} 7\n",
+           "llmserve:spec_decode_num_draft_tokens_total{model_name=\"my \\\"model\\\"\"} 28\n",
+           "llmserve:spec_decode_num_accepted_tokens_total{model_name=\"my \\\"model\\\"\"} 19\n",
+           "llmserve:spec_decode_num_accepted_tokens_per_pos_total{model_name=\"my \\\"model\\\"\",position=\"3\"} 2\n",
        })
     EXPECT_NE(text.find(needle), std::string::npos) << needle;
 }

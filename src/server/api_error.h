@@ -16,6 +16,7 @@ struct ApiError : std::runtime_error {
   std::string param;  // the offending request field, if any
   std::string code;   // machine-readable detail, if any
   int retry_after_s = 0;  // > 0: sent as Retry-After (429, 503)
+  std::string allow;      // 405: the methods the URL takes, sent as Allow
 };
 
 // The JSON body for `e` (never throws; invalid UTF-8 is replaced).

@@ -100,6 +100,7 @@ void Gateway::handle(HttpRequest req, std::shared_ptr<Exchange> ex) {
   } catch (const ApiError& e) {
     HttpResponse r{e.status, "application/json", error_body(e), {}};
     if (e.retry_after_s > 0) r.headers.emplace_back("Retry-After", std::to_string(e.retry_after_s));
+    if (!e.allow.empty()) r.headers.emplace_back("Allow", e.allow);
     send(call, std::move(r), e.what());
   } catch (const std::exception& e) {
     send(call, {500, "application/json", error_body(ApiError(500, e.what(), "server_error")), {}}, e.what());
@@ -119,8 +120,10 @@ void Gateway::route(Call& call) {
   const HttpRequest& req = call.req;
   const std::string_view path = req.path();
   auto only = [&](const char* method) {
-    if (req.method == method) return;
+    const bool get = std::string_view(method) == "GET";
+    if (req.method == method || (get && req.method == "HEAD")) return;  // HEAD: GET without the body
     ApiError e(405, "method " + req.method + " is not allowed on " + std::string(path) + "; use " + method);
+    e.allow = get ? "GET, HEAD" : method;
     throw e;
   };
   if (path == "/health") {

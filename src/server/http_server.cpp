@@ -146,7 +146,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     queue(std::move(h));
   }
   void write_chunk(std::string_view data) {
-    if (data.empty()) return;  // an empty chunk would end the body
+    if (data.empty() || head_) return;  // an empty chunk would end the body
     char size[20];
     const int n = std::snprintf(size, sizeof size, "%zx\r\n", data.size());
     std::string c(size, static_cast<size_t>(n));
@@ -155,7 +155,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     queue(std::move(c));
   }
   void end_stream() {
-    queue("0\r\n\r\n");
+    if (!head_) queue("0\r\n\r\n");
     response_complete_ = true;
     maybe_finish();
   }
@@ -170,7 +170,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     keep_alive_ = keep_alive;
     std::string out = header_block(r.status, r.content_type, r.headers, keep_alive);
     out += "Content-Length: " + std::to_string(r.body.size()) + "\r\n\r\n";
-    out += r.body;
+    if (!head_) out += r.body;
     queue(std::move(out));
     response_complete_ = true;
     maybe_finish();
@@ -353,6 +353,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   size_t pending_bytes_ = 0, drained_ = 0;
   bool writing_ = false, watching_ = false, resume_read_ = false, peer_eof_ = false;
   bool response_complete_ = false, keep_alive_ = true, closed_ = false;
+  bool head_ = false;  // the current request's
 };
 
 class ExchangeImpl : public Exchange {
@@ -412,6 +413,7 @@ void Connection::on_body(beast::error_code ec) {
   auto msg = parser_->release();
   parser_.reset();
   keep_alive_ = msg.keep_alive();
+  head_ = msg.method() == http::verb::head;
   if (refused_by_reserve(std::string_view(msg.target().data(), msg.target().size()))) return;
   HttpRequest req;
   req.method = std::string(msg.method_string());

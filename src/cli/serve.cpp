@@ -78,12 +78,11 @@ void run_serve(ServeOptions o) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
-  const std::string host = o.http.host;
   server::Server srv(o.engine, o.gateway, o.http);
   srv.start();
   const auto& cfg = srv.engine().config();
-  spdlog::info("serving {} ({}) on http://{}:{} | context {} | max seqs {} | queue {} | {}", o.gateway.model_name,
-               o.engine.path, host, srv.port(), srv.engine().info().max_context, cfg.max_seqs, o.gateway.max_queue,
+  spdlog::info("serving {} ({}) on {} | context {} | max seqs {} | queue {} | {}", o.gateway.model_name,
+               o.engine.path, srv.url(), srv.engine().info().max_context, cfg.max_seqs, o.gateway.max_queue,
                o.gateway.keys.open() ? "no API key" : std::to_string(o.gateway.keys.size()) + " API key(s)");
   spdlog::info("KV cache: {}", model::describe(srv.model().kv_pool()));
   if (srv.gateway().chat_template().is_fallback()) spdlog::info("the model has no chat template: chat uses ChatML");
@@ -103,7 +102,7 @@ void add_serve(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (/v1/completions, /v1/chat/completions)");
   cmd->add_option("-m,--model", o->model, "GGUF model file (default: the built-in random-weight model)");
   cmd->add_option("--model-name", o->model_name, "Model id in responses and /v1/models (default: the file name stem)");
-  cmd->add_option("--host", o->http.host, "Address to listen on")->capture_default_str();
+  cmd->add_option("--host", o->http.host, "Address or host name to listen on")->capture_default_str();
   cmd->add_option("--port", o->http.port, "Port (0: any free one)")->capture_default_str();
   cmd->add_option("--api-key", o->api_keys, "Accepted API key (repeatable); none and no --api-key-file: open server");
   cmd->add_option("--api-key-file", o->api_key_file, "File with one accepted API key per line");

@@ -515,22 +515,36 @@ void HttpServer::Impl::release(const std::string& address, Slot slot) {
   if (--per_client[address] == 0) per_client.erase(address);
 }
 
+namespace {
+
+// Listens on the first address `host` resolves to that takes the port.
+void listen_on(tcp::acceptor& acceptor, asio::io_context& ioc, const std::string& host, uint16_t port) {
+  beast::error_code ec;
+  tcp::resolver resolver(ioc);
+  const auto results = resolver.resolve(host, std::to_string(port), tcp::resolver::numeric_service, ec);
+  if (ec) throw Error("--host " + host + ": cannot resolve it (" + ec.message() + ")");
+  for (const auto& entry : results) {
+    const tcp::endpoint ep = entry.endpoint();
+    acceptor.open(ep.protocol(), ec);
+    if (!ec) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+    if (!ec) acceptor.bind(ep, ec);
+    if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
+    if (!ec) return;
+    beast::error_code ignored;
+    acceptor.close(ignored);
+  }
+  throw Error("cannot listen on " + host + ":" + std::to_string(port) + ": " + ec.message());
+}
+
+}  // namespace
+
 HttpServer::HttpServer(HttpConfig config, Handler handler, ErrorPage error_page)
     : impl_(std::make_unique<Impl>(std::move(config), std::move(handler), std::move(error_page))) {
   Impl& s = *impl_;
   if (s.config.threads < 1) throw Error("HTTP threads must be >= 1");
   if (s.config.max_connections < 1 || s.config.max_connections_per_client < 1 || s.config.reserved_connections < 0)
     throw Error("the connection caps must be >= 1 (the reserve >= 0)");
-  beast::error_code ec;
-  const auto addr = asio::ip::make_address(s.config.host, ec);
-  if (ec) throw Error("--host " + s.config.host + ": not an IP address (" + ec.message() + ")");
-  const tcp::endpoint ep(addr, s.config.port);
-  const std::string where = s.config.host + ":" + std::to_string(s.config.port);
-  s.acceptor.open(ep.protocol(), ec);
-  if (!ec) s.acceptor.set_option(asio::socket_base::reuse_address(true), ec);
-  if (!ec) s.acceptor.bind(ep, ec);
-  if (!ec) s.acceptor.listen(asio::socket_base::max_listen_connections, ec);
-  if (ec) throw Error("cannot listen on " + where + ": " + ec.message());
+  listen_on(s.acceptor, s.ioc, s.config.host, s.config.port);
 }
 
 HttpServer::~HttpServer() { stop(); }
@@ -539,6 +553,14 @@ uint16_t HttpServer::port() const {
   beast::error_code ec;
   const auto ep = impl_->acceptor.local_endpoint(ec);
   return ec ? impl_->config.port : ep.port();
+}
+
+std::string HttpServer::url() const {
+  beast::error_code ec;
+  const auto ep = impl_->acceptor.local_endpoint(ec);
+  if (ec) return "http://" + impl_->config.host + ":" + std::to_string(impl_->config.port);
+  const std::string address = ep.address().to_string();
+  return "http://" + (ep.address().is_v6() ? "[" + address + "]" : address) + ":" + std::to_string(ep.port());
 }
 
 void HttpServer::start() {

@@ -31,7 +31,7 @@ namespace llmserve::server {
 using Headers = std::vector<std::pair<std::string, std::string>>;
 
 struct HttpConfig {
-  std::string host = "127.0.0.1";
+  std::string host = "127.0.0.1";  // an address or a name to resolve
   uint16_t port = 8080;  // 0: any free port (see HttpServer::port())
   int threads = 2;
   int max_connections = 512;
@@ -100,6 +100,7 @@ class HttpServer {
   HttpServer& operator=(const HttpServer&) = delete;
 
   uint16_t port() const;
+  std::string url() const;  // http://ADDRESS:PORT of the listening socket, IPv6 in brackets
   void start();
   // Closes the listening socket; open connections go on.
   void stop_accepting();

@@ -29,6 +29,7 @@ class Server {
 
   void start();
   uint16_t port() const { return http_->port(); }
+  std::string url() const { return http_->url(); }
   Gateway& gateway() { return *gateway_; }
   engine::Engine& engine() { return *engine_; }
   const model::LoadedModel& model() const { return *model_; }

@@ -1,13 +1,18 @@
 // The llmserve binary end to end: exit codes, error messages and output.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <poll.h>
 #include <sys/wait.h>
 
+#include <algorithm>
+#include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <random>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "model/synthetic.h"
@@ -233,4 +238,104 @@ TEST(Cli, BenchJsonReportsTheRooflineFields) {
   const Result too_deep = run("bench -m " + model.path() + " -p 8 -n 4 -d 100000 --reps 1");
   EXPECT_EQ(too_deep.exit_code, 1) << too_deep.out;
   EXPECT_NE(too_deep.out.find("exceeds the model's context"), std::string::npos) << too_deep.out;
+}
+
+namespace {
+
+// `llmserve serve ARGS` in the background, its output read as it comes.
+class ServeProcess {
+ public:
+  explicit ServeProcess(const std::string& args) {
+    int fds[2];
+    if (pipe(fds) != 0) return;
+    const std::string cmd = "exec " + std::string(LLMSERVE_BIN) + " serve " + args + " 2>&1";
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(fds[1], STDOUT_FILENO);
+      close(fds[0]);
+      close(fds[1]);
+      execl("/bin/sh", "sh", "-c", cmd.c_str(), nullptr);
+      _exit(127);
+    }
+    close(fds[1]);
+    out_ = fds[0];
+  }
+  ~ServeProcess() {
+    if (pid_ > 0 && !exited_) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    if (out_ >= 0) close(out_);
+  }
+
+  // The next output line holding `text`; "" when the output ends first or
+  // nothing comes for 60 s.
+  std::string line_with(const std::string& text) {
+    for (;;) {
+      for (size_t end; (end = pending_.find('\n')) != std::string::npos;) {
+        const std::string line = pending_.substr(0, end);
+        pending_.erase(0, end + 1);
+        output_ += line + "\n";
+        if (line.find(text) != std::string::npos) return line;
+      }
+      pollfd p{out_, POLLIN, 0};
+      char buf[4096];
+      ssize_t n = 0;
+      if (poll(&p, 1, 60'000) <= 0 || (n = read(out_, buf, sizeof buf)) <= 0) return "";
+      pending_.append(buf, size_t(n));
+    }
+  }
+  // The port of the start-up line's http://HOST:PORT (0 when it never came).
+  uint16_t port() {
+    const std::string line = line_with(" on http://");
+    const size_t end = line.find(" | ");
+    const size_t colon = line.rfind(':', end);
+    return end == std::string::npos ? 0 : static_cast<uint16_t>(std::stoi(line.substr(colon + 1, end - colon - 1)));
+  }
+  void signal(int sig) { kill(pid_, sig); }
+  // The exit code (128 + n after a death by signal n); -1 when it still
+  // runs after 60 s.
+  int exit_code() {
+    for (int i = 0; i < 6000; ++i) {
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        exited_ = true;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return -1;
+  }
+  const std::string& output() const { return output_; }
+
+ private:
+  pid_t pid_ = -1;
+  int out_ = -1;
+  bool exited_ = false;
+  std::string pending_, output_;
+};
+
+const std::string& tiny_model() {
+  static const TempFile model("serve-tiny.gguf", [](const std::string& p) {
+    EXPECT_EQ(run("gen-model --shape tiny --type q8_0 -o " + p).exit_code, 0);
+  });
+  return model.path();
+}
+
+}  // namespace
+
+// --host takes a name; the start-up line gives the address it resolved to,
+// an IPv6 one in brackets (scripts read "on http://127.0.0.1:PORT ").
+TEST(Cli, ServeListensOnHostNamesAndPrintsIpv6InBrackets) {
+  ServeProcess named("-m " + tiny_model() + " --host localhost --port 0");
+  const std::string line = named.line_with(" on http://");
+  EXPECT_TRUE(line.find(" on http://127.0.0.1:") != std::string::npos || line.find(" on http://[::1]:") != std::string::npos)
+      << named.output();
+  named.signal(SIGTERM);
+  EXPECT_EQ(named.exit_code(), 0) << named.output();
+
+  ServeProcess v6("-m " + tiny_model() + " --host ::1 --port 0");
+  const std::string v6_line = v6.line_with(" on http://");
+  if (v6_line.empty() && v6.output().find("cannot listen on ::1") != std::string::npos) GTEST_SKIP() << "no IPv6 here";
+  EXPECT_NE(v6_line.find(" on http://[::1]:"), std::string::npos) << v6.output();
 }

@@ -120,5 +120,27 @@ TEST_F(HttpServerTest, StreamToHttp10ClientIsNotChunked) {
   EXPECT_EQ(body_of(chunked), "9\r\ndata: 1\n\n\r\n9\r\ndata: 2\n\n\r\n0\r\n\r\n");
 }
 
+// --host takes names, not only numbers; IPv6 addresses print in brackets.
+TEST(HttpServerAddress, NamesResolveAndIpv6PrintsInBrackets) {
+  auto make = [](const std::string& host) {
+    HttpConfig config;
+    config.host = host;
+    config.port = 0;
+    return std::make_unique<HttpServer>(config, [](HttpRequest, std::shared_ptr<Exchange>) {},
+                                        [](int s, const std::string& m) { return HttpResponse{s, "text/plain", m, {}}; });
+  };
+  const auto named = make("localhost");
+  const std::string url = named->url();
+  EXPECT_TRUE(url == "http://127.0.0.1:" + std::to_string(named->port()) || url == "http://[::1]:" + std::to_string(named->port()))
+      << url;
+  std::unique_ptr<HttpServer> v6;
+  try {
+    v6 = make("::1");
+  } catch (const Error& e) {
+    GTEST_SKIP() << "no IPv6 loopback here: " << e.what();
+  }
+  EXPECT_EQ(v6->url(), "http://[::1]:" + std::to_string(v6->port()));
+}
+
 }  // namespace
 }  // namespace llmserve::server

@@ -2,7 +2,9 @@
 #include <sys/resource.h>
 
 #include <csignal>
+#include <cstdlib>
 #include <filesystem>
+#include <thread>
 
 #include <spdlog/spdlog.h>
 
@@ -40,6 +42,8 @@ void raise_fd_limit(int wanted) {
   rl.rlim_cur = std::min(rl.rlim_max, need);
   setrlimit(RLIMIT_NOFILE, &rl);
 }
+
+const char* signal_name(int sig) { return sig == SIGTERM ? "SIGTERM" : "SIGINT"; }
 
 std::chrono::milliseconds seconds(double s) { return std::chrono::milliseconds(static_cast<int64_t>(s * 1000)); }
 
@@ -90,8 +94,16 @@ void run_serve(ServeOptions o) {
 
   int sig = 0;
   sigwait(&signals, &sig);
-  spdlog::info("{}: no new requests; finishing {} in flight", sig == SIGTERM ? "SIGTERM" : "SIGINT", srv.gateway().in_flight());
-  if (!srv.drain(seconds(o.drain_timeout_s))) spdlog::warn("drain timeout: stopping with requests still in flight");
+  spdlog::info("{}: no new requests; finishing {} in flight", signal_name(sig), srv.gateway().in_flight());
+  // A second signal cuts the drain short; the exit code is a shell's for a
+  // signal: 128 + its number (130 for SIGINT, 143 for SIGTERM).
+  std::thread([signals] {
+    int again = 0;
+    sigwait(&signals, &again);
+    spdlog::warn("{} again: exiting at once", signal_name(again));
+    std::_Exit(128 + again);
+  }).detach();
+  if (!srv.drain(seconds(o.drain_timeout_s))) spdlog::warn("drain timeout: the requests still open were ended with an error");
   spdlog::info("stopped");
 }
 

@@ -130,6 +130,9 @@ void Generation::start() {
   inbox_->exchange = exchange_;
   inbox_->generation = weak_from_this();
   exchange_->on_close([self = shared_from_this()] { self->abort("client disconnected"); });
+  exchange_->on_server_stop([self = shared_from_this()] {
+    self->fail(503, "the server stopped before this request finished (drain timeout)", "drain_timeout");
+  });
   if (done_) {  // gone already: nothing was submitted
     ctx_.in_flight.fetch_sub(static_cast<int>(n));
     return;

@@ -137,6 +137,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     r.headers.emplace_back("Retry-After", "1");
     queue_response(std::move(r), false);
   }
+  // The server stops: the pending exchange, if any, is asked to end.
+  void server_stopping();
 
   // --- used by ExchangeImpl (on the strand) ---
   void respond(HttpResponse r) { queue_response(std::move(r), keep_alive_); }
@@ -381,6 +383,9 @@ class ExchangeImpl : public Exchange {
     if (conn_) on_close_ = std::move(fn);
     else if (gone_) fn();  // the client left before the handler got this far
   }
+  void on_server_stop(std::function<void()> fn) override {
+    if (conn_) on_stop_ = std::move(fn);
+  }
   bool client_gone() const override { return gone_; }
   void post(std::function<void()> fn) override { asio::post(executor_, std::move(fn)); }
   void after(std::chrono::milliseconds delay, std::function<void()> fn) override {
@@ -396,9 +401,16 @@ class ExchangeImpl : public Exchange {
     gone_ = client_gone;
     timer_.cancel();
     conn_.reset();
+    on_stop_ = nullptr;
     auto fn = std::move(on_close_);
     on_close_ = nullptr;
     if (client_gone && fn) fn();
+  }
+
+  void server_stopping() {
+    auto fn = std::move(on_stop_);
+    on_stop_ = nullptr;
+    if (fn) fn();
   }
 
  private:
@@ -407,7 +419,7 @@ class ExchangeImpl : public Exchange {
   std::shared_ptr<Connection> conn_;
   asio::any_io_executor executor_;
   asio::steady_timer timer_;
-  std::function<void()> on_close_;
+  std::function<void()> on_close_, on_stop_;
   bool gone_ = false;
 };
 
@@ -437,6 +449,10 @@ bool Connection::refused_by_reserve(std::string_view target) {
   if (slot_ != Slot::Reserve || srv_.reserved_path(target.substr(0, target.find('?')))) return false;
   refuse(503, "too many open connections; retry later");
   return true;
+}
+
+void Connection::server_stopping() {
+  if (exchange_) exchange_->server_stopping();
 }
 
 void Connection::end_exchange(bool client_gone) {
@@ -577,6 +593,13 @@ void HttpServer::stop_accepting() {
     beast::error_code ec;
     s.acceptor.close(ec);
   });
+}
+
+void HttpServer::end_exchanges() {
+  Impl& s = *impl_;
+  std::lock_guard lock(s.live_mu);
+  for (const auto& w : s.live)
+    if (auto c = w.lock()) asio::post(c->executor(), [c] { c->server_stopping(); });
 }
 
 void HttpServer::stop() {

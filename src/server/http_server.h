@@ -79,6 +79,9 @@ class Exchange {
   // The client went away (or stalled past the limits) before the response
   // ended: fn runs once on the strand. Set it from the handler.
   virtual void on_close(std::function<void()> fn) = 0;
+  // The server stops before the response ended (its drain timed out): fn
+  // runs once on the strand and should end the response at once.
+  virtual void on_server_stop(std::function<void()> fn) = 0;
   virtual bool client_gone() const = 0;
   // Runs fn on this exchange's strand. Any thread; never blocks.
   virtual void post(std::function<void()> fn) = 0;
@@ -104,6 +107,8 @@ class HttpServer {
   void start();
   // Closes the listening socket; open connections go on.
   void stop_accepting();
+  // Runs every pending exchange's on_server_stop (see Exchange).
+  void end_exchanges();
   // Closes every connection and joins the threads.
   void stop();
   int open_connections() const;

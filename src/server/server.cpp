@@ -40,12 +40,18 @@ void Server::start() { http_->start(); }
 bool Server::drain(std::chrono::milliseconds grace) {
   gateway_->start_draining();
   http_->stop_accepting();
-  const auto deadline = std::chrono::steady_clock::now() + grace;
-  while (gateway_->in_flight() > 0 || http_->active_exchanges() > 0) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return true;
+  auto settles_within = [this](std::chrono::milliseconds limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (gateway_->in_flight() > 0 || http_->active_exchanges() > 0) {
+      if (std::chrono::steady_clock::now() >= deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return true;
+  };
+  if (settles_within(grace)) return true;
+  http_->end_exchanges();
+  settles_within(std::chrono::seconds(2));  // for the endings to be written
+  return false;
 }
 
 }  // namespace llmserve::server

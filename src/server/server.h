@@ -35,7 +35,9 @@ class Server {
   const model::LoadedModel& model() const { return *model_; }
 
   // SIGTERM: stop accepting, answer 503 to new requests, let in-flight ones
-  // finish (up to `grace`), then stop. True when nothing was cut short.
+  // finish (up to `grace`), then stop. True when nothing was cut short;
+  // otherwise the open responses were ended with an error (streams: an
+  // error event and [DONE]) and given a moment to be written.
   bool drain(std::chrono::milliseconds grace);
 
  private:

@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "model/synthetic.h"
+#include "server/raw_client.h"
 #include "test_models.h"
 
 namespace {
@@ -338,4 +339,26 @@ TEST(Cli, ServeListensOnHostNamesAndPrintsIpv6InBrackets) {
   const std::string v6_line = v6.line_with(" on http://");
   if (v6_line.empty() && v6.output().find("cannot listen on ::1") != std::string::npos) GTEST_SKIP() << "no IPv6 here";
   EXPECT_NE(v6_line.find(" on http://[::1]:"), std::string::npos) << v6.output();
+}
+
+// A second SIGTERM during the drain exits at once, with a shell's code for
+// the signal (128 + 15), while requests are still being answered.
+TEST(Cli, SecondSignalDuringTheDrainExitsAtOnce) {
+  ServeProcess serve("-m " + tiny_model() + " --port 0 --max-seqs 1 -t 1 --drain-timeout 50");
+  const uint16_t port = serve.port();
+  ASSERT_NE(port, 0) << serve.output();
+  // Sixteen long streams, one running and the rest queued: a drain of seconds.
+  std::vector<std::unique_ptr<llmserve::server::RawClient>> clients;
+  const std::string body = R"({"prompt":"Once","max_tokens":1000,"stream":true})";
+  for (int i = 0; i < 16; ++i) {
+    clients.push_back(std::make_unique<llmserve::server::RawClient>(port));
+    clients.back()->send("POST /v1/completions HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: " +
+                         std::to_string(body.size()) + "\r\n\r\n" + body);
+  }
+  ASSERT_NE(clients.front()->read_some(), "");  // streaming
+  serve.signal(SIGTERM);
+  ASSERT_NE(serve.line_with("SIGTERM: no new requests"), "") << serve.output();
+  serve.signal(SIGTERM);
+  EXPECT_EQ(serve.exit_code(), 143) << serve.output();
+  EXPECT_NE(serve.line_with("SIGTERM again: exiting at once"), "") << serve.output();
 }

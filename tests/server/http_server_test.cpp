@@ -120,6 +120,22 @@ TEST_F(HttpServerTest, StreamToHttp10ClientIsNotChunked) {
   EXPECT_EQ(body_of(chunked), "9\r\ndata: 1\n\n\r\n9\r\ndata: 2\n\n\r\n0\r\n\r\n");
 }
 
+// A pending exchange is told when the server stops, and can still answer.
+TEST_F(HttpServerTest, EndExchangesRunsTheirServerStopHandlers) {
+  std::atomic<bool> waiting = false;
+  start({}, [&](HttpRequest, std::shared_ptr<Exchange> ex) {
+    ex->on_server_stop([ex] { ex->respond({503, "text/plain", "stopping", {}}); });
+    waiting = true;
+  });
+  RawClient c(server_->port());
+  c.send(raw_request("/wait"));
+  while (!waiting) std::this_thread::yield();
+  server_->end_exchanges();
+  const std::string r = c.read_all();
+  EXPECT_TRUE(r.starts_with("HTTP/1.1 503")) << r;
+  EXPECT_EQ(body_of(r), "stopping");
+}
+
 // --host takes names, not only numbers; IPv6 addresses print in brackets.
 TEST(HttpServerAddress, NamesResolveAndIpv6PrintsInBrackets) {
   auto make = [](const std::string& host) {

@@ -35,6 +35,12 @@ class RawClient {
 
   void send(const std::string& bytes) { ASSERT_EQ(::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL), ssize_t(bytes.size())); }
   void shut_write() { shutdown(fd_, SHUT_WR); }
+  // The next bytes the server sends ("" when it closed).
+  std::string read_some() {
+    char buf[4096];
+    const ssize_t n = recv(fd_, buf, sizeof buf, 0);
+    return n > 0 ? std::string(buf, size_t(n)) : std::string();
+  }
   // Everything the server sends until it closes the connection.
   std::string read_all() {
     std::string out;

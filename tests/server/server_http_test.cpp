@@ -32,5 +32,31 @@ TEST_F(ServerTest, HeadAndMethodNotAllowedFollowHttp) {
   EXPECT_EQ(*find_header(post_on_get, "allow"), "GET, HEAD");
 }
 
+// When the drain's time is up, an open stream ends with an error event and
+// [DONE], and its log line says why.
+TEST_F(ServerTest, DrainTimeoutEndsStreamsWithAnErrorEvent) {
+  log_ = std::make_unique<LogCapture>();
+  start();
+  std::promise<void> streaming;
+  auto stream = std::async(std::launch::async, [&] {
+    HttpClient c = client();
+    std::string body;
+    c.request("POST", "/v1/completions", Json{{"prompt", "Once"}, {"max_tokens", 900}, {"stream", true}}.dump(), {},
+              [&](std::string_view d) {
+                if (body.empty()) streaming.set_value();
+                body.append(d);
+              });
+    return body;
+  });
+  streaming.get_future().wait();
+  EXPECT_FALSE(server_->drain(std::chrono::milliseconds(0)));
+  const auto ev = events(stream.get());
+  ASSERT_GE(ev.size(), 2u);
+  EXPECT_EQ(ev.back(), "[DONE]");
+  const Json error = Json::parse(ev[ev.size() - 2]);
+  EXPECT_EQ(error["error"]["code"], "drain_timeout") << error;
+  EXPECT_NE(log_->line_with({"status=503", "drain_timeout"}), "");
+}
+
 }  // namespace
 }  // namespace llmserve::server

@@ -141,7 +141,7 @@ void Generation::start() {
     exchange_->after(plan_.timeout, [w = weak_from_this()] {
       if (auto s = w.lock()) {
         s->ctx_.metrics.count_rejection("timeout");
-        s->fail(504, "the request timed out after " + std::to_string(s->plan_.timeout.count() / 1000) + " s", "timeout");
+        s->fail(504, fmt::format("the request timed out after {:g} s", s->plan_.timeout.count() / 1e3), "timeout");
       }
     });
 

@@ -58,5 +58,15 @@ TEST_F(ServerTest, DrainTimeoutEndsStreamsWithAnErrorEvent) {
   EXPECT_NE(log_->line_with({"status=503", "drain_timeout"}), "");
 }
 
+// The 504's message gives the configured timeout as it was set.
+TEST_F(ServerTest, TimeoutMessageKeepsTheFraction) {
+  Options o;
+  o.gateway.request_timeout = std::chrono::milliseconds(1);
+  start(o);
+  const HttpResult r = post("/v1/completions", {{"prompt", "Once"}, {"max_tokens", 900}});
+  ASSERT_EQ(r.status, 504) << r.body;
+  EXPECT_EQ(Json::parse(r.body)["error"]["message"], "the request timed out after 0.001 s");
+}
+
 }  // namespace
 }  // namespace llmserve::server

@@ -12,6 +12,7 @@
 #include "bench/roofline.h"
 #include "cli/commands.h"
 #include "cli/default_model.h"
+#include "cli/flag_checks.h"
 #include "core/error.h"
 #include "core/stats.h"
 #include "core/thread_pool.h"
@@ -212,7 +213,7 @@ void add_bench(CLI::App& app) {
   cmd->add_option("-n,--gen-tokens", o->gen_tokens, "Tokens to decode")->capture_default_str();
   cmd->add_option("-d,--depth", o->depth, "Tokens already in the context when prefill and decode start")
       ->capture_default_str();
-  cmd->add_option("-t,--threads", o->threads, "Threads (default: physical cores)");
+  cmd->add_option("-t,--threads", o->threads, "Threads (default: physical cores)")->check(thread_count(1));
   cmd->add_option("--reps", o->reps, "Repetitions (min and median reported)")->capture_default_str();
   cmd->add_option("--kv-type", o->kv_type, "KV cache type: f16, f32 or q8_0")->capture_default_str();
   cmd->add_option("--batch", o->batches, "Batch sizes for the engine sweep, e.g. 1,2,4,8,16,32")->delimiter(',');

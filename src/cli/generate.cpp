@@ -4,6 +4,7 @@
 
 #include "cli/commands.h"
 #include "cli/default_model.h"
+#include "cli/flag_checks.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "engine/sampler.h"
@@ -30,8 +31,6 @@ double ms_since(Clock::time_point t0, Clock::time_point t1) {
 }
 
 void run_generate(GenerateOptions o) {
-  if (o.n_predict < 0) throw Error("-n must be >= 0");
-  if (o.threads < 1) throw Error("-t must be >= 1");
   if (!o.seed_given) o.sampling.seed = static_cast<uint64_t>(Clock::now().time_since_epoch().count());
   ThreadPool pool(o.threads);
   const auto model = model::Model::load(resolve_model(o.model), &pool);
@@ -88,8 +87,8 @@ void add_generate(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("generate", "Generate text from a prompt, streaming it to stdout");
   cmd->add_option("-m,--model", o->model, "GGUF model file (default: the built-in random-weight model)");
   cmd->add_option("-p,--prompt", o->prompt, "Prompt text");
-  cmd->add_option("-n,--n-predict", o->n_predict, "Tokens to generate")->capture_default_str();
-  cmd->add_option("-t,--threads", o->threads, "Threads")->capture_default_str();
+  cmd->add_option("-n,--n-predict", o->n_predict, "Tokens to generate")->capture_default_str()->check(at_least(0));
+  cmd->add_option("-t,--threads", o->threads, "Threads")->capture_default_str()->check(thread_count(1));
   cmd->add_option("--temp", o->sampling.temperature, "Temperature (0 = greedy)")->capture_default_str();
   cmd->add_option("--top-k", o->sampling.top_k, "Top-k (0 = off)")->capture_default_str();
   cmd->add_option("--top-p", o->sampling.top_p, "Top-p (1 = off)")->capture_default_str();

@@ -10,6 +10,7 @@ int main(int argc, char** argv) {
   CLI::App app{"llmserve: LLM inference and serving engine for GGUF models"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "llmserve " LLMSERVE_VERSION);
+  app.failure_message([](const CLI::App*, const CLI::Error& e) { return "error: " + std::string(e.what()) + "\n"; });
   llmserve::cli::add_generate(app);
   llmserve::cli::add_inspect(app);
   llmserve::cli::add_tokenize(app);

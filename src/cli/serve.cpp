@@ -10,6 +10,7 @@
 
 #include "cli/commands.h"
 #include "cli/default_model.h"
+#include "cli/flag_checks.h"
 #include "core/error.h"
 #include "server/server.h"
 
@@ -55,10 +56,6 @@ void run_serve(ServeOptions o) {
   if (!o.api_keys.empty() && !o.api_key_file.empty()) throw Error("give --api-key or --api-key-file, not both");
   if (!o.api_key_file.empty()) o.gateway.keys = server::ApiKeys::from_file(o.api_key_file);
   else if (!o.api_keys.empty()) o.gateway.keys = server::ApiKeys(o.api_keys);
-  if (o.request_timeout_s < 0 || o.header_timeout_s <= 0 || o.body_timeout_s <= 0)
-    throw Error("timeouts must be positive (--timeout 0 disables the request timeout)");
-  if (o.gateway.max_queue < 0) throw Error("--max-queue must be >= 0");
-  if (o.gateway.rate_limit < 0) throw Error("--rate-limit must be >= 0");
   o.gateway.request_timeout = seconds(o.request_timeout_s);
   o.http.header_timeout = seconds(o.header_timeout_s);
   o.http.body_timeout = seconds(o.body_timeout_s);
@@ -115,38 +112,54 @@ void add_serve(CLI::App& app) {
   cmd->add_option("-m,--model", o->model, "GGUF model file (default: the built-in random-weight model)");
   cmd->add_option("--model-name", o->model_name, "Model id in responses and /v1/models (default: the file name stem)");
   cmd->add_option("--host", o->http.host, "Address or host name to listen on")->capture_default_str();
-  cmd->add_option("--port", o->http.port, "Port (0: any free one)")->capture_default_str();
+  cmd->add_option("--port", o->http.port, "Port (0: any free one)")->capture_default_str()->check(in_range(0, 65535));
   cmd->add_option("--api-key", o->api_keys, "Accepted API key (repeatable); none and no --api-key-file: open server");
   cmd->add_option("--api-key-file", o->api_key_file, "File with one accepted API key per line");
   cmd->add_option("--allowed-origins", o->gateway.allowed_origins, "CORS: origins browser pages may call from (comma-separated or repeatable; * for any)")
       ->delimiter(',')
       ->check(CLI::Validator([](std::string& e) { return server::origin_entry_error(e); }, "ORIGIN"));
   cmd->add_option("--rate-limit", o->gateway.rate_limit, "Requests per second per API key (per client address when open); 0: off")
-      ->capture_default_str();
-  cmd->add_option("--rate-burst", o->gateway.rate_burst, "Token-bucket size for --rate-limit (default: max(1, rate))");
-  cmd->add_option("--max-queue", o->gateway.max_queue, "Requests that may wait beyond --max-seqs before 429")->capture_default_str();
-  cmd->add_option("--timeout", o->request_timeout_s, "Per-request timeout, seconds (0: none)")->capture_default_str();
+      ->capture_default_str()->check(at_least(0));
+  cmd->add_option("--rate-burst", o->gateway.rate_burst, "Token-bucket size for --rate-limit (default: max(1, rate))")
+      ->check(at_least(0));
+  cmd->add_option("--max-queue", o->gateway.max_queue, "Requests that may wait beyond --max-seqs before 429")->capture_default_str()
+      ->check(at_least(0));
+  cmd->add_option("--timeout", o->request_timeout_s, "Per-request timeout, seconds (0: none)")->capture_default_str()
+      ->check(at_least(0));
   cmd->add_option("--max-connections", o->http.max_connections, "Open connections at most (a few more are kept for /health and /metrics)")
-      ->capture_default_str();
+      ->capture_default_str()->check(at_least(1));
   cmd->add_option("--max-connections-per-client", o->http.max_connections_per_client,
                   "Open connections from one client address at most; more get 429 (behind a proxy, raise it)")
-      ->capture_default_str();
-  cmd->add_option("--http-threads", o->http.threads, "HTTP I/O threads")->capture_default_str();
-  cmd->add_option("--max-body", o->http.max_body_bytes, "Request body size limit, bytes (413 beyond)")->capture_default_str();
-  cmd->add_option("--header-timeout", o->header_timeout_s, "Seconds for a request's headers to arrive")->capture_default_str();
-  cmd->add_option("--body-timeout", o->body_timeout_s, "Seconds for a request's body to arrive")->capture_default_str();
-  cmd->add_option("--max-json-depth", o->gateway.limits.max_json_depth, "JSON nesting limit")->capture_default_str();
-  cmd->add_option("--max-prompt-tokens", o->gateway.max_prompt_tokens, "Prompt length limit (0: the context)")->capture_default_str();
-  cmd->add_option("--max-tokens", o->gateway.limits.max_tokens, "Largest max_tokens a request may ask for")->capture_default_str();
-  cmd->add_option("--max-n", o->gateway.limits.max_n, "Largest n a request may ask for")->capture_default_str();
-  cmd->add_option("--drain-timeout", o->drain_timeout_s, "Seconds to finish in-flight requests after SIGTERM")->capture_default_str();
-  cmd->add_option("-t,--threads", o->engine.threads, "Compute threads (0: default)")->capture_default_str();
-  cmd->add_option("--kv-mem", o->kv_mem_mib, "KV cache budget, MiB (default: sized from the model, context and --max-seqs)");
+      ->capture_default_str()->check(at_least(1));
+  cmd->add_option("--http-threads", o->http.threads, "HTTP I/O threads")->capture_default_str()->check(thread_count(1));
+  cmd->add_option("--max-body", o->http.max_body_bytes, "Request body size limit, bytes (413 beyond)")->capture_default_str()
+      ->check(at_least(1));
+  cmd->add_option("--header-timeout", o->header_timeout_s, "Seconds for a request's headers to arrive")->capture_default_str()
+      ->check(positive());
+  cmd->add_option("--body-timeout", o->body_timeout_s, "Seconds for a request's body to arrive")->capture_default_str()
+      ->check(positive());
+  cmd->add_option("--max-json-depth", o->gateway.limits.max_json_depth, "JSON nesting limit")->capture_default_str()
+      ->check(at_least(1));
+  cmd->add_option("--max-prompt-tokens", o->gateway.max_prompt_tokens, "Prompt length limit (0: the context)")->capture_default_str()
+      ->check(at_least(0));
+  cmd->add_option("--max-tokens", o->gateway.limits.max_tokens, "Largest max_tokens a request may ask for")->capture_default_str()
+      ->check(at_least(1));
+  cmd->add_option("--max-n", o->gateway.limits.max_n, "Largest n a request may ask for")->capture_default_str()
+      ->check(at_least(1));
+  cmd->add_option("--drain-timeout", o->drain_timeout_s, "Seconds to finish in-flight requests after SIGTERM")->capture_default_str()
+      ->check(at_least(0));
+  cmd->add_option("-t,--threads", o->engine.threads, "Compute threads (0: default)")->capture_default_str()
+      ->check(thread_count(0));
+  cmd->add_option("--kv-mem", o->kv_mem_mib, "KV cache budget, MiB (default: sized from the model, context and --max-seqs)")
+      ->check(positive());
   cmd->add_option("--kv-type", o->kv_type, "KV cache element type: f16, q8_0 or f32")->capture_default_str();
-  cmd->add_option("--kv-blocks", o->engine.instance.kv_blocks, "Exact KV pool size in blocks (overrides --kv-mem)");
-  cmd->add_option("--max-seqs", o->engine.engine.max_seqs, "Sequences running at once")->capture_default_str();
-  cmd->add_option("--max-batch-tokens", o->engine.instance.max_batch_tokens, "Tokens per engine step")->capture_default_str();
-  cmd->add_option("--ctx", o->engine.instance.max_context, "Context length (0: the model's)")->capture_default_str();
+  cmd->add_option("--kv-blocks", o->engine.instance.kv_blocks, "Exact KV pool size in blocks (overrides --kv-mem)")
+      ->check(at_least(1));
+  cmd->add_option("--max-seqs", o->engine.engine.max_seqs, "Sequences running at once")->capture_default_str()->check(at_least(1));
+  cmd->add_option("--max-batch-tokens", o->engine.instance.max_batch_tokens, "Tokens per engine step")->capture_default_str()
+      ->check(at_least(1));
+  cmd->add_option("--ctx", o->engine.instance.max_context, "Context length (0: the model's)")->capture_default_str()
+      ->check(at_least(0));
   cmd->add_option("--log-level", o->log_level, "trace, debug, info, warn, error, off")->capture_default_str();
   cmd->callback([o] { run_serve(*o); });
 }

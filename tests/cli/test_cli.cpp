@@ -241,6 +241,30 @@ TEST(Cli, BenchJsonReportsTheRooflineFields) {
   EXPECT_NE(too_deep.out.find("exceeds the model's context"), std::string::npos) << too_deep.out;
 }
 
+// Every flag value that cannot work is refused before anything is loaded:
+// one "error: FLAG: ..." line and exit 1.
+TEST(Cli, BadFlagValuesAreOneLineNamingTheFlag) {
+  const std::string too_many = std::to_string(4 * std::max(1u, std::thread::hardware_concurrency()) + 1);
+  const std::pair<std::string, std::string> cases[] = {
+      {"serve --kv-mem 0", "--kv-mem"}, {"serve --kv-mem -1", "--kv-mem"}, {"serve --kv-blocks 0", "--kv-blocks"},
+      {"serve --kv-blocks -2", "--kv-blocks"}, {"serve --max-tokens 0", "--max-tokens"}, {"serve --max-body 0", "--max-body"},
+      {"serve --max-json-depth 0", "--max-json-depth"}, {"serve --max-n 0", "--max-n"}, {"serve --max-seqs 0", "--max-seqs"},
+      {"serve --max-batch-tokens 0", "--max-batch-tokens"}, {"serve --http-threads 0", "--http-threads"},
+      {"serve --max-connections 0", "--max-connections"},
+      {"serve --max-connections-per-client 0", "--max-connections-per-client"}, {"serve --port 70000", "--port"},
+      {"serve --ctx -1", "--ctx"}, {"serve --timeout -1", "--timeout"}, {"serve --header-timeout 0", "--header-timeout"},
+      {"serve --drain-timeout -1", "--drain-timeout"}, {"serve --max-queue -1", "--max-queue"},
+      {"serve -t " + too_many, "--threads"}, {"generate -t " + too_many, "--threads"}, {"bench -t " + too_many, "--threads"},
+      {"generate -n -1", "--n-predict"}};
+  for (const auto& [args, flag] : cases) {
+    const Result r = run(args + " -m " + temp_path("absent.gguf"));
+    EXPECT_EQ(r.exit_code, 1) << args << ": " << r.out;
+    EXPECT_TRUE(r.out.starts_with("error: " + flag + ": ")) << args << ": " << r.out;
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << args << ": " << r.out;
+  }
+  EXPECT_NE(run("serve -t 100000").out.find("4 per hardware thread"), std::string::npos);
+}
+
 namespace {
 
 // `llmserve serve ARGS` in the background, its output read as it comes.

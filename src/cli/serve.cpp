@@ -56,6 +56,7 @@ void run_serve(ServeOptions o) {
   if (!o.api_keys.empty() && !o.api_key_file.empty()) throw Error("give --api-key or --api-key-file, not both");
   if (!o.api_key_file.empty()) o.gateway.keys = server::ApiKeys::from_file(o.api_key_file);
   else if (!o.api_keys.empty()) o.gateway.keys = server::ApiKeys(o.api_keys);
+  if (o.gateway.metrics_auth && o.gateway.keys.open()) throw Error("--metrics-auth needs --api-key or --api-key-file");
   o.gateway.request_timeout = seconds(o.request_timeout_s);
   o.http.header_timeout = seconds(o.header_timeout_s);
   o.http.body_timeout = seconds(o.body_timeout_s);
@@ -113,8 +114,11 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--model-name", o->model_name, "Model id in responses and /v1/models (default: the file name stem)");
   cmd->add_option("--host", o->http.host, "Address or host name to listen on")->capture_default_str();
   cmd->add_option("--port", o->http.port, "Port (0: any free one)")->capture_default_str()->check(in_range(0, 65535));
-  cmd->add_option("--api-key", o->api_keys, "Accepted API key (repeatable); none and no --api-key-file: open server");
+  cmd->add_option("--api-key", o->api_keys,
+                  "Accepted API key (repeatable), needed by /v1/*; /health and /metrics stay open (see --metrics-auth). "
+                  "None and no --api-key-file: open server");
   cmd->add_option("--api-key-file", o->api_key_file, "File with one accepted API key per line");
+  cmd->add_flag("--metrics-auth", o->gateway.metrics_auth, "/metrics needs an API key too");
   cmd->add_option("--allowed-origins", o->gateway.allowed_origins, "CORS: origins browser pages may call from (comma-separated or repeatable; * for any)")
       ->delimiter(',')
       ->check(CLI::Validator([](std::string& e) { return server::origin_entry_error(e); }, "ORIGIN"));

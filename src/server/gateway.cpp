@@ -133,6 +133,8 @@ void Gateway::route(Call& call) {
   }
   if (path == "/metrics") {
     only("GET");
+    std::string client;
+    if (config_.metrics_auth) authorize(req, client);
     return send(call, {200, "text/plain; version=0.0.4; charset=utf-8", metrics_text(), {}});
   }
   if (path == "/v1/models") {

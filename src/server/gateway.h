@@ -28,7 +28,8 @@ struct GatewayConfig {
   std::chrono::milliseconds request_timeout{600'000};  // 0: none
   double rate_limit = 0;      // requests per second per key (per client address when open); 0: off
   double rate_burst = 0;      // bucket size; 0: max(1, rate)
-  ApiKeys keys;
+  ApiKeys keys;               // needed by /v1/*; /health stays open
+  bool metrics_auth = false;  // /metrics needs a key too
   std::vector<std::string> allowed_origins;  // CORS: origins or "*"; empty: no CORS headers
 };
 

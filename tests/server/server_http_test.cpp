@@ -68,5 +68,22 @@ TEST_F(ServerTest, TimeoutMessageKeepsTheFraction) {
   EXPECT_EQ(Json::parse(r.body)["error"]["message"], "the request timed out after 0.001 s");
 }
 
+// API keys guard /v1/*; /metrics too with metrics_auth (--metrics-auth);
+// /health never.
+TEST_F(ServerTest, MetricsAuthPutsMetricsBehindTheKey) {
+  const Headers auth = {{"Authorization", "Bearer sk-test"}};
+  for (const bool metrics_auth : {false, true}) {
+    Options o;
+    o.gateway.keys = ApiKeys({"sk-test"});
+    o.gateway.metrics_auth = metrics_auth;
+    start(o);
+    HttpClient c = client();
+    EXPECT_EQ(c.request("GET", "/metrics", "").status, metrics_auth ? 401 : 200);
+    EXPECT_EQ(c.request("GET", "/metrics", "", auth).status, 200);
+    EXPECT_EQ(c.request("GET", "/health", "").status, 200);
+    EXPECT_EQ(c.request("GET", "/v1/models", "").status, 401);
+  }
+}
+
 }  // namespace
 }  // namespace llmserve::server

@@ -168,11 +168,16 @@ void Gateway::generate(Endpoint endpoint, Call& call) {
   if (draining_) throw with_retry(ApiError(503, "the server is shutting down", "service_unavailable_error"), 5);
   std::string client;
   authorize(req, client);
-  double retry = 0;
-  if (!limiter_.admit(client, retry)) {
+  const RateDecision rate = limiter_.admit(client);
+  if (limiter_.enabled()) {
+    call.headers.emplace_back("x-ratelimit-limit-requests", std::to_string(rate.limit));
+    call.headers.emplace_back("x-ratelimit-remaining-requests", std::to_string(rate.remaining));
+    call.headers.emplace_back("x-ratelimit-reset-requests", duration_text(rate.reset_s));
+  }
+  if (!rate.admitted) {
     metrics_.count_rejection("rate_limit");
     throw with_retry(ApiError(429, "rate limit reached for this API key; retry later", "rate_limit_error", {}, "rate_limit_exceeded"),
-                     std::max(1, static_cast<int>(std::ceil(retry))));
+                     std::max(1, static_cast<int>(std::ceil(rate.retry_after_s))));
   }
 
   GenerationPlan plan;

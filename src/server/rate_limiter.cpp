@@ -1,6 +1,8 @@
 #include "server/rate_limiter.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <fstream>
 
 #include "core/error.h"
@@ -75,8 +77,8 @@ bool TokenBucket::take(double cost, Clock::time_point now, double& retry_after_s
 RateLimiter::RateLimiter(double requests_per_second, double burst, size_t max_keys)
     : rate_(requests_per_second), burst_(std::max(1.0, burst)), max_keys_(max_keys) {}
 
-bool RateLimiter::admit(const std::string& key, double& retry_after_s, TokenBucket::Clock::time_point now) {
-  if (rate_ <= 0) return true;
+RateDecision RateLimiter::admit(const std::string& key, TokenBucket::Clock::time_point now) {
+  if (rate_ <= 0) return {};
   std::lock_guard lock(mu_);
   auto it = buckets_.find(key);
   if (it == buckets_.end()) {
@@ -85,7 +87,33 @@ bool RateLimiter::admit(const std::string& key, double& retry_after_s, TokenBuck
     if (buckets_.size() >= max_keys_) buckets_.clear();
     it = buckets_.emplace(key, TokenBucket(rate_, burst_, now)).first;
   }
-  return it->second.take(1.0, now, retry_after_s);
+  RateDecision d;
+  d.admitted = it->second.take(1.0, now, d.retry_after_s);
+  d.limit = static_cast<int>(burst_);
+  d.remaining = static_cast<int>(it->second.tokens());
+  d.reset_s = it->second.seconds_to_full();
+  return d;
+}
+
+std::string duration_text(double seconds) {
+  if (!(seconds > 0)) return "0s";
+  if (seconds < 1) return std::to_string(static_cast<int>(std::ceil(seconds * 1000))) + "ms";
+  auto ms = static_cast<int64_t>(std::ceil(seconds * 1000));
+  std::string out;
+  if (ms >= 3'600'000) {
+    out += std::to_string(ms / 3'600'000) + "h";
+    ms %= 3'600'000;
+  }
+  if (!out.empty() || ms >= 60'000) {
+    out += std::to_string(ms / 60'000) + "m";
+    ms %= 60'000;
+  }
+  char s[32];
+  std::snprintf(s, sizeof s, "%.3f", static_cast<double>(ms) / 1000);
+  std::string sec = s;
+  while (sec.back() == '0') sec.pop_back();
+  if (sec.back() == '.') sec.pop_back();
+  return out + sec + "s";
 }
 
 }  // namespace llmserve::server

@@ -39,10 +39,21 @@ class TokenBucket {
   // Takes `cost` tokens if there are that many; otherwise returns the time
   // until there will be.
   bool take(double cost, Clock::time_point now, double& retry_after_s);
+  double tokens() const { return tokens_; }
+  double seconds_to_full() const { return (burst_ - tokens_) / rate_; }
 
  private:
   double rate_, burst_, tokens_;
   Clock::time_point last_;
+};
+
+// What a key's bucket said about one request (OpenAI's x-ratelimit-*).
+struct RateDecision {
+  bool admitted = true;
+  double retry_after_s = 0;  // refused: until one request's worth has refilled
+  int limit = 0;             // the bucket's size, in requests
+  int remaining = 0;         // whole requests left after this one
+  double reset_s = 0;        // until the bucket is full again
 };
 
 // One bucket per API key (or per client address on an open server).
@@ -51,8 +62,7 @@ class RateLimiter {
  public:
   RateLimiter(double requests_per_second, double burst, size_t max_keys = 100'000);
   bool enabled() const { return rate_ > 0; }
-  // True when admitted; otherwise retry_after_s says when to come back.
-  bool admit(const std::string& key, double& retry_after_s, TokenBucket::Clock::time_point now = TokenBucket::Clock::now());
+  RateDecision admit(const std::string& key, TokenBucket::Clock::time_point now = TokenBucket::Clock::now());
 
  private:
   double rate_, burst_;
@@ -60,5 +70,8 @@ class RateLimiter {
   std::mutex mu_;
   std::unordered_map<std::string, TokenBucket> buckets_;
 };
+
+// A duration as OpenAI's reset headers write it: "20ms", "8.64s", "6m0s", "1h2m5.5s".
+std::string duration_text(double seconds);
 
 }  // namespace llmserve::server

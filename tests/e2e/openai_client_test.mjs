@@ -153,6 +153,8 @@ await test('over-limit burst: 429 with Retry-After', async () => {
   assert(ok.length >= 1 && limited.length >= 1, `ok ${ok.length}, 429 ${limited.length}`);
   const e = limited[0].reason;
   assert(e.headers['retry-after'] && Number(e.headers['retry-after']) >= 1, `Retry-After ${e.headers['retry-after']}`);
+  assert(e.headers['x-ratelimit-limit-requests'] === '40' && e.headers['x-ratelimit-remaining-requests'] === '0' &&
+         /s$/.test(e.headers['x-ratelimit-reset-requests']), `x-ratelimit-* ${JSON.stringify(e.headers)}`);
   assert(e.error && e.error.type === 'rate_limit_error', JSON.stringify(e.error));
 });
 

@@ -138,3 +138,40 @@ TEST_F(ServerTest, NoCorsHeadersUnlessOriginsAreAllowed) {
 
 }  // namespace
 }  // namespace llmserve::server
+
+namespace llmserve::server {
+namespace {
+
+// With --rate-limit, every completion answer says where the key's bucket
+// stands, in OpenAI's header names; the 429 too.
+TEST_F(ServerTest, RateLimitedKeysGetRateLimitHeaders) {
+  Options o;
+  o.gateway.rate_limit = 0.01;
+  o.gateway.rate_burst = 2;
+  start(o);
+  const Json req = {{"prompt", "x"}, {"max_tokens", 1}};
+  const HttpResult first = post("/v1/completions", req);
+  ASSERT_EQ(first.status, 200) << first.body;
+  EXPECT_EQ(header_or_empty(first, "x-ratelimit-limit-requests"), "2");
+  EXPECT_EQ(header_or_empty(first, "x-ratelimit-remaining-requests"), "1");
+  EXPECT_TRUE(header_or_empty(first, "x-ratelimit-reset-requests").ends_with("s")) << header_or_empty(first, "x-ratelimit-reset-requests");
+  Json stream = req;
+  stream["stream"] = true;
+  const HttpResult second = post("/v1/completions", stream);
+  ASSERT_EQ(second.status, 200) << second.body;
+  EXPECT_EQ(header_or_empty(second, "x-ratelimit-remaining-requests"), "0");
+  const HttpResult refused = post("/v1/completions", req);
+  ASSERT_EQ(refused.status, 429);
+  EXPECT_EQ(header_or_empty(refused, "x-ratelimit-limit-requests"), "2");
+  EXPECT_EQ(header_or_empty(refused, "x-ratelimit-remaining-requests"), "0");
+  EXPECT_NE(header_or_empty(refused, "x-ratelimit-reset-requests"), "");
+}
+
+TEST_F(ServerTest, NoRateLimitHeadersWithoutARateLimit) {
+  start();
+  const HttpResult r = post("/v1/completions", {{"prompt", "x"}, {"max_tokens", 1}});
+  EXPECT_EQ(find_header(r, "x-ratelimit-limit-requests"), nullptr);
+}
+
+}  // namespace
+}  // namespace llmserve::server

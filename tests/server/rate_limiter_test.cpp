@@ -72,15 +72,42 @@ TEST(TokenBucket, BurstThenRefillAtRate) {
 
 TEST(RateLimiter, PerKeyBuckets) {
   RateLimiter off(0, 0);
-  double retry = 0;
-  for (int i = 0; i < 100; ++i) EXPECT_TRUE(off.admit("k", retry));
+  for (int i = 0; i < 100; ++i) EXPECT_TRUE(off.admit("k").admitted);
   RateLimiter rl(1.0, 2.0);
   const auto t = Clock::now();
-  EXPECT_TRUE(rl.admit("a", retry, t));
-  EXPECT_TRUE(rl.admit("a", retry, t));
-  EXPECT_FALSE(rl.admit("a", retry, t));
-  EXPECT_GT(retry, 0.0);
-  EXPECT_TRUE(rl.admit("b", retry, t));  // another key has its own bucket
+  EXPECT_TRUE(rl.admit("a", t).admitted);
+  EXPECT_TRUE(rl.admit("a", t).admitted);
+  const RateDecision refused = rl.admit("a", t);
+  EXPECT_FALSE(refused.admitted);
+  EXPECT_GT(refused.retry_after_s, 0.0);
+  EXPECT_TRUE(rl.admit("b", t).admitted);  // another key has its own bucket
+}
+
+TEST(RateLimiter, ReportsLimitRemainingAndReset) {
+  RateLimiter rl(2.0, 3.0);  // 2 per second, burst 3
+  const auto t = Clock::time_point{} + std::chrono::hours(1);
+  const RateDecision a = rl.admit("k", t);
+  EXPECT_EQ(a.limit, 3);
+  EXPECT_EQ(a.remaining, 2);
+  EXPECT_DOUBLE_EQ(a.reset_s, 0.5);
+  rl.admit("k", t);
+  const RateDecision c = rl.admit("k", t);
+  EXPECT_EQ(c.remaining, 0);
+  EXPECT_DOUBLE_EQ(c.reset_s, 1.5);
+  const RateDecision refused = rl.admit("k", t + std::chrono::milliseconds(250));
+  EXPECT_FALSE(refused.admitted);
+  EXPECT_EQ(refused.remaining, 0);
+  EXPECT_DOUBLE_EQ(refused.retry_after_s, 0.25);
+  EXPECT_DOUBLE_EQ(refused.reset_s, 1.25);
+}
+
+TEST(RateLimiter, DurationsAreWrittenAsOpenAIDoes) {
+  EXPECT_EQ(duration_text(0), "0s");
+  EXPECT_EQ(duration_text(0.02), "20ms");
+  EXPECT_EQ(duration_text(1), "1s");
+  EXPECT_EQ(duration_text(8.64), "8.64s");
+  EXPECT_EQ(duration_text(360), "6m0s");
+  EXPECT_EQ(duration_text(3725.5), "1h2m5.5s");
 }
 
 }  // namespace

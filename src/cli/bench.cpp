@@ -12,6 +12,7 @@
 #include "bench/roofline.h"
 #include "cli/commands.h"
 #include "cli/default_model.h"
+#include "cli/spec_flags.h"
 #include "cli/flag_checks.h"
 #include "core/error.h"
 #include "core/stats.h"
@@ -218,8 +219,11 @@ void add_bench(CLI::App& app) {
   cmd->add_option("--kv-type", o->kv_type, "KV cache type: f16, f32 or q8_0")->capture_default_str();
   cmd->add_option("--batch", o->batches, "Batch sizes for the engine sweep, e.g. 1,2,4,8,16,32")->delimiter(',');
   cmd->add_flag("--json", o->json, "One JSON object per result line");
+  add_spec_flags(cmd, o->spec);
   cmd->callback([o] {
-    if (o->batches.empty())
+    if (o->spec.method != "off")
+      run_spec_bench(*o, o->spec);
+    else if (o->batches.empty())
       run_single_bench(*o);
     else
       run_batch_bench(*o);

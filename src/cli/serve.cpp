@@ -10,6 +10,7 @@
 
 #include "cli/commands.h"
 #include "cli/default_model.h"
+#include "cli/spec_flags.h"
 #include "cli/flag_checks.h"
 #include "core/error.h"
 #include "server/server.h"
@@ -62,6 +63,7 @@ void run_serve(ServeOptions o) {
   o.http.body_timeout = seconds(o.body_timeout_s);
 
   o.engine.path = resolve_model(o.model);
+  engine::validate(o.engine.spec);
   if (o.kv_mem_mib > 0) o.engine.instance.kv_bytes = static_cast<size_t>(o.kv_mem_mib * (1 << 20));
   const auto kv_type = gguf::type_info_by_name(o.kv_type);
   if (!kv_type || (kv_type->type != gguf::TensorType::F16 && kv_type->type != gguf::TensorType::Q8_0 &&
@@ -87,6 +89,9 @@ void run_serve(ServeOptions o) {
                o.engine.path, srv.url(), srv.engine().info().max_context, cfg.max_seqs, o.gateway.max_queue,
                o.gateway.keys.open() ? "no API key" : std::to_string(o.gateway.keys.size()) + " API key(s)");
   spdlog::info("KV cache: {}", model::describe(srv.model().kv_pool()));
+  if (o.engine.spec.method != "off")
+    spdlog::info("speculative decoding: {}, up to {} draft tokens per step{}", o.engine.spec.method, o.engine.spec.k,
+                 o.engine.spec.adaptive ? ", chosen per sequence and step" : "");
   if (srv.gateway().chat_template().is_fallback()) spdlog::info("the model has no chat template: chat uses ChatML");
   spdlog::set_level(level);  // after the startup lines, which scripts read for the port
 
@@ -165,6 +170,7 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--ctx", o->engine.instance.max_context, "Context length (0: the model's)")->capture_default_str()
       ->check(at_least(0));
   cmd->add_option("--log-level", o->log_level, "trace, debug, info, warn, error, off")->capture_default_str();
+  add_spec_flags(cmd, o->engine.spec);
   cmd->callback([o] { run_serve(*o); });
 }
 

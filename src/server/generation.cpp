@@ -153,6 +153,7 @@ void Generation::start() {
   p.sampling.seed = seed;  // choice i samples with seed + i
   p.max_new_tokens = plan_.max_new_tokens;
   p.top_logprobs = plan_.request.top_logprobs;
+  p.speculative = plan_.request.speculative;
   p.n = static_cast<int>(n);  // the prompt is computed once for all choices
   try {
     const uint64_t id = ctx_.engine.submit(std::move(p), [inbox = inbox_](const engine::RequestOutput& o) {

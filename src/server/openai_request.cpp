@@ -57,13 +57,14 @@ std::optional<bool> boolean(const Json& body, const char* name) {
   return v->get<bool>();
 }
 
-std::vector<int32_t> token_ids(const Json& arr, const RequestLimits& limits) {
-  if (arr.size() > limits.max_prompt_items) bad("prompt", "the prompt has more than " + std::to_string(limits.max_prompt_items) + " tokens");
+std::vector<int32_t> token_ids(const Json& arr, const RequestLimits& limits, const std::string& param = "prompt") {
+  if (arr.size() > limits.max_prompt_items)
+    bad(param, "'" + param + "' holds more than " + std::to_string(limits.max_prompt_items) + " token ids");
   std::vector<int32_t> ids;
   ids.reserve(arr.size());
   for (const Json& t : arr) {
     if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > INT32_MAX)
-      bad("prompt", "a token-id prompt must hold non-negative integers");
+      bad(param, "'" + param + "' must hold token ids (non-negative integers)");
     ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
   }
   return ids;
@@ -241,6 +242,7 @@ GenerationRequest parse_generation_request(Endpoint endpoint, const Json& body, 
   parse_stop(body, r, limits);
 
   if (auto v = boolean(body, "stream")) r.stream = *v;
+  if (auto v = boolean(body, "speculative")) r.speculative = *v;
   if (const Json* so = field(body, "stream_options")) {
     if (!r.stream) bad("stream_options", "'stream_options' is only allowed when 'stream' is true");
     if (!so->is_object()) bad("stream_options", "'stream_options' must be an object");
@@ -265,6 +267,42 @@ GenerationRequest parse_generation_request(Endpoint endpoint, const Json& body, 
     throw ApiError(400, e.what());
   }
   return r;
+}
+
+TokenizeRequest parse_tokenize_request(const Json& body, const RequestLimits& limits) {
+  if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object");
+  TokenizeRequest r;
+  const Json* content = field(body, "content");
+  const Json* prompt = field(body, "prompt");
+  const bool chat = field(body, "messages") != nullptr;
+  if ((content != nullptr) + (prompt != nullptr) + chat != 1)
+    bad("content", "give one of 'content' (llama-server), 'prompt' or 'messages' (vLLM)");
+  if (chat) {
+    GenerationRequest g;
+    parse_messages(body, g, limits);
+    r.messages = std::move(g.messages);
+    if (auto v = boolean(body, "add_generation_prompt")) r.add_generation_prompt = *v;
+  } else {
+    const char* name = content ? "content" : "prompt";
+    const Json& text = content ? *content : *prompt;
+    if (!text.is_string()) bad(name, std::string("'") + name + "' must be a string");
+    r.text = text.get<std::string>();
+    // llama-server adds no special tokens unless asked; vLLM adds them unless told not to.
+    r.add_special = boolean(body, "add_special").value_or(boolean(body, "add_special_tokens").value_or(prompt != nullptr));
+  }
+  if (auto v = boolean(body, "with_pieces")) r.with_pieces = *v;
+  return r;
+}
+
+std::vector<int32_t> parse_detokenize_request(const Json& body, const RequestLimits& limits, int n_vocab) {
+  if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object");
+  const Json* tokens = field(body, "tokens");
+  if (!tokens || !tokens->is_array()) bad("tokens", "'tokens' must be an array of token ids");
+  std::vector<int32_t> ids = token_ids(*tokens, limits, "tokens");
+  for (int32_t id : ids)
+    if (id >= n_vocab)
+      bad("tokens", "token id " + std::to_string(id) + " is outside the vocabulary (" + std::to_string(n_vocab) + " tokens)");
+  return ids;
 }
 
 }  // namespace llmserve::server

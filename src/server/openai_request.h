@@ -46,7 +46,19 @@ struct GenerationRequest {
   int n = 1;
   bool stream = false;
   bool include_usage = false;
+  bool speculative = true;  // "speculative": false opts out of the server's --spec
   int top_logprobs = -1;            // -1: no logprobs; else the sampled token's and this many best
+};
+
+// POST /tokenize, in llama-server's shape ({"content": text, "add_special",
+// "with_pieces"}) or vLLM's ({"prompt": text, "add_special_tokens"}, or the
+// chat form {"messages", "add_generation_prompt"}).
+struct TokenizeRequest {
+  std::string text;
+  Json messages;                      // the chat form, checked as for chat completions; null otherwise
+  bool add_special = false;           // text: BOS; by default as the server the field comes from does
+  bool add_generation_prompt = true;  // chat form
+  bool with_pieces = false;           // [{"id", "piece"}] instead of ids
 };
 
 // Parses a body, refusing nesting deeper than max_depth before the parser
@@ -55,5 +67,8 @@ Json parse_json_body(std::string_view body, int max_depth);
 
 // Validates a parsed body. Throws ApiError(400) with param set.
 GenerationRequest parse_generation_request(Endpoint endpoint, const Json& body, const RequestLimits& limits);
+TokenizeRequest parse_tokenize_request(const Json& body, const RequestLimits& limits);
+// POST /detokenize: {"tokens": [ids]}, each below n_vocab.
+std::vector<int32_t> parse_detokenize_request(const Json& body, const RequestLimits& limits, int n_vocab);
 
 }  // namespace llmserve::server

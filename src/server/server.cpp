@@ -15,12 +15,19 @@ model::InstanceConfig instance_config(const ModelConfig& m) {
   return c;
 }
 
+engine::EngineConfig engine_config(const ModelConfig& m, const engine::Speculation& spec) {
+  engine::EngineConfig c = m.engine;
+  if (spec.enabled()) c.spec = {spec.config()};
+  return c;
+}
+
 }  // namespace
 
 Server::Server(const ModelConfig& m, GatewayConfig gateway_config, HttpConfig http_config)
     : pool_(std::make_unique<ThreadPool>(m.threads > 0 ? m.threads : default_thread_count())),
       model_(model::LoadedModel::load(m.path, *pool_, instance_config(m))),
-      engine_(std::make_unique<engine::Engine>(std::vector<model::Instance*>{model_.get()}, m.engine)),
+      spec_(std::make_unique<engine::Speculation>(m.spec, *model_, *pool_, instance_config(m))),
+      engine_(std::make_unique<engine::Engine>(std::vector<model::Instance*>{model_.get()}, engine_config(m, *spec_))),
       gateway_(std::make_unique<Gateway>(*engine_, *model_, std::move(gateway_config))) {
   Gateway* g = gateway_.get();
   http_ = std::make_unique<HttpServer>(

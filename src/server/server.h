@@ -7,6 +7,7 @@
 
 #include "core/thread_pool.h"
 #include "engine/engine.h"
+#include "engine/speculation.h"
 #include "model/instance.h"
 #include "server/gateway.h"
 #include "server/http_server.h"
@@ -19,6 +20,7 @@ struct ModelConfig {
   int threads = 0;  // 0: default_thread_count()
   model::InstanceConfig instance;
   engine::EngineConfig engine;
+  engine::SpeculationOptions spec;  // --spec; a draft model gets an instance like the target's
 };
 
 class Server {
@@ -43,9 +45,10 @@ class Server {
  private:
   // Destruction order matters: the HTTP threads stop first, then the engine
   // (whose last callbacks may still post to the HTTP strands' io_context),
-  // then the model it ran and the threads it ran on.
+  // then the proposer and the models it ran and the threads it ran on.
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<model::LoadedModel> model_;
+  std::unique_ptr<engine::Speculation> spec_;
   std::unique_ptr<engine::Engine> engine_;
   std::unique_ptr<Gateway> gateway_;
   std::unique_ptr<HttpServer> http_;

@@ -59,6 +59,7 @@ struct Options {
   GatewayConfig gateway;
   HttpConfig http;
   int max_seqs = 8;
+  engine::SpeculationOptions spec;
 };
 
 class ServerTest : public ::testing::Test {
@@ -69,6 +70,7 @@ class ServerTest : public ::testing::Test {
     e.threads = 1;
     e.instance.kv_blocks = 256;
     e.engine.max_seqs = o.max_seqs;
+    e.spec = o.spec;
     o.gateway.model_name = "tiny";
     o.http.port = 0;
     server_ = std::make_unique<Server>(e, o.gateway, o.http);

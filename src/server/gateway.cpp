@@ -1,7 +1,10 @@
 #include "server/gateway.h"
 
+#include <cctype>
+#include <charconv>
 #include <cmath>
 #include <ctime>
+#include <optional>
 #include <random>
 
 #include <spdlog/spdlog.h>
@@ -29,6 +32,25 @@ bool usable_request_id(std::string_view id) {
   for (char c : id)
     if (c < 0x21 || c > 0x7e) return false;
   return true;
+}
+
+// A path segment with its %XX escapes decoded; nullopt when one is malformed.
+std::optional<std::string> percent_decoded(std::string_view s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '%') {
+      out += s[i];
+      continue;
+    }
+    unsigned byte = 0;
+    const char* digits = s.data() + i + 1;
+    if (s.size() - i < 3 || !std::isxdigit(static_cast<unsigned char>(digits[0])) ||
+        std::from_chars(digits, digits + 2, byte, 16).ptr != digits + 2)
+      return std::nullopt;
+    out += static_cast<char>(byte);
+    i += 2;
+  }
+  return out;
 }
 
 // Client-supplied text in a log line stays on that line.
@@ -143,11 +165,56 @@ void Gateway::route(Call& call) {
     authorize(req, client);
     return send(call, {200, "application/json", dump(model_list(config_.model_name, created_, engine_.info().max_context)), {}});
   }
+  if (path.starts_with("/v1/models/")) {
+    only("GET");
+    std::string client;
+    authorize(req, client);
+    return send(call, {200, "application/json", dump(model(path.substr(std::string_view("/v1/models/").size()))), {}});
+  }
+  if (path == "/tokenize" || path == "/detokenize") {
+    only("POST");
+    std::string client;
+    authorize(req, client);
+    const Json body = parse_json_body(req.body, config_.limits.max_json_depth);
+    return send(call, {200, "application/json", dump(path == "/tokenize" ? tokenize(body) : detokenize(body)), {}});
+  }
   if (path == "/v1/completions" || path == "/v1/chat/completions") {
     only("POST");
     return generate(path == "/v1/completions" ? Endpoint::Completions : Endpoint::Chat, call);
   }
   throw ApiError(404, "unknown request URL: " + req.method + " " + std::string(path), "invalid_request_error", {}, "unknown_url");
+}
+
+Json Gateway::model(std::string_view encoded_id) const {
+  const auto id = percent_decoded(encoded_id);
+  if (!id) throw ApiError(400, "malformed %-escape in the model id", "invalid_request_error", "model");
+  if (*id != config_.model_name)
+    throw ApiError(404, "The model '" + *id + "' does not exist; this server serves '" + config_.model_name + "'",
+                   "invalid_request_error", "model", "model_not_found");
+  return model_object(config_.model_name, created_, engine_.info().max_context);
+}
+
+RenderedChat Gateway::render_chat(const Json& messages, bool add_generation_prompt) const {
+  try {
+    return template_.render_prompt(messages, nullptr, add_generation_prompt, tokenizer_.special_tokens());
+  } catch (const jinja::TemplateError& e) {
+    throw ApiError(400, e.what(), "invalid_request_error", "messages");
+  }
+}
+
+Json Gateway::tokenize(const Json& body) const {
+  const TokenizeRequest r = parse_tokenize_request(body, config_.limits);
+  const tok::Tokenizer& tok = tokenizer_;
+  const std::vector<int32_t> ids = r.messages.is_null() ? tok.encode(r.text, r.add_special && tok.add_bos_by_default(), false)
+                                                        : render_chat(r.messages, r.add_generation_prompt).encode(tok);
+  std::vector<std::string> pieces;
+  if (r.with_pieces)
+    for (int32_t id : ids) pieces.push_back(tok.piece(id, true));
+  return tokenize_response(ids, r.with_pieces ? &pieces : nullptr, engine_.info().max_context);
+}
+
+Json Gateway::detokenize(const Json& body) const {
+  return detokenize_response(tokenizer_.decode(parse_detokenize_request(body, config_.limits, tokenizer_.n_vocab())));
 }
 
 void Gateway::authorize(const HttpRequest& req, std::string& client) const {
@@ -196,12 +263,7 @@ void Gateway::generate(Endpoint endpoint, Call& call) {
       plan.prompt = tok.encode(r.prompt_text, tok.add_bos_by_default(), false);
     }
   } else {
-    RenderedChat chat;
-    try {
-      chat = template_.render_prompt(r.messages, nullptr, true, tok.special_tokens());
-    } catch (const jinja::TemplateError& e) {
-      throw ApiError(400, e.what(), "invalid_request_error", "messages");
-    }
+    RenderedChat chat = render_chat(r.messages, true);
     plan.prompt = chat.encode(tok);  // special text in message content stays text
     for (auto m = r.messages.rbegin(); m != r.messages.rend(); ++m)
       if ((*m)["role"] == "assistant") {

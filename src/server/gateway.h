@@ -65,6 +65,10 @@ class Gateway {
   void route(Call& call);
   void generate(Endpoint endpoint, Call& call);
   void authorize(const HttpRequest& req, std::string& client) const;
+  Json model(std::string_view encoded_id) const;  // GET /v1/models/{id}
+  RenderedChat render_chat(const Json& messages, bool add_generation_prompt) const;
+  Json tokenize(const Json& body) const;
+  Json detokenize(const Json& body) const;
   // `reason` (an error's message) goes into the log line.
   void send(Call& call, HttpResponse r, std::string_view reason = {});
   std::string new_id(const char* prefix);

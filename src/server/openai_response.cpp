@@ -12,6 +12,15 @@ Json byte_array(const std::string& s) {
   return a;
 }
 
+bool is_utf8(const std::string& s) {
+  try {
+    (void)Json(s).dump();  // the default handler throws on invalid UTF-8
+    return true;
+  } catch (const Json::type_error&) {
+    return false;
+  }
+}
+
 Json chat_logprobs(const std::vector<LogprobEntry>& entries) {
   Json content = Json::array();
   for (const LogprobEntry& e : entries) {
@@ -122,9 +131,28 @@ Json full_response(const ResponseMeta& meta, const std::vector<ChoicePiece>& cho
   return j;
 }
 
-Json model_list(const std::string& model, int64_t created, int max_model_len) {
-  Json m = {{"id", model}, {"object", "model"}, {"created", created}, {"owned_by", "llmserve"}, {"max_model_len", max_model_len}};
-  return {{"object", "list"}, {"data", Json::array({m})}};
+Json model_object(const std::string& model, int64_t created, int max_model_len) {
+  return {{"id", model}, {"object", "model"}, {"created", created}, {"owned_by", "llmserve"}, {"max_model_len", max_model_len}};
 }
+
+Json model_list(const std::string& model, int64_t created, int max_model_len) {
+  return {{"object", "list"}, {"data", Json::array({model_object(model, created, max_model_len)})}};
+}
+
+Json tokenize_response(const std::vector<int32_t>& ids, const std::vector<std::string>* pieces, int max_model_len) {
+  Json tokens = Json::array();
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (!pieces) {
+      tokens.push_back(ids[i]);
+      continue;
+    }
+    // As llama-server: a piece that is not UTF-8 on its own goes as its bytes.
+    const std::string& p = (*pieces)[i];
+    tokens.push_back({{"id", ids[i]}, {"piece", is_utf8(p) ? Json(p) : byte_array(p)}});
+  }
+  return {{"tokens", tokens}, {"count", ids.size()}, {"max_model_len", max_model_len}};
+}
+
+Json detokenize_response(const std::string& text) { return {{"content", text}, {"prompt", text}}; }
 
 }  // namespace llmserve::server

@@ -44,7 +44,12 @@ Json usage_json(const Usage& u);
 Json stream_chunk(const ResponseMeta& meta, const ChoicePiece& piece, bool include_usage);
 Json usage_chunk(const ResponseMeta& meta, const Usage& u);
 Json full_response(const ResponseMeta& meta, const std::vector<ChoicePiece>& choices, const Usage& u);
+Json model_object(const std::string& model, int64_t created, int max_model_len);
 Json model_list(const std::string& model, int64_t created, int max_model_len);
+// /tokenize: {"tokens": ids, or [{"id", "piece"}] when pieces are given, "count", "max_model_len"}.
+Json tokenize_response(const std::vector<int32_t>& ids, const std::vector<std::string>* pieces, int max_model_len);
+// /detokenize: the text under llama-server's key and vLLM's.
+Json detokenize_response(const std::string& text);
 
 // Compact JSON; bytes that are not UTF-8 become U+FFFD instead of throwing.
 std::string dump(const Json& j);

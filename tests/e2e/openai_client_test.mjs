@@ -51,6 +51,38 @@ await test('CORS: preflight, then a cross-origin request from an allowed origin'
   assert(other.headers.get('access-control-allow-origin') === null, 'a disallowed origin got allow-origin');
 });
 
+await test('models.retrieve', async () => {
+  const m = await client.models.retrieve(model);
+  assert(m.id === model && m.object === 'model', JSON.stringify(m));
+  const e = await expectError(client.models.retrieve('gpt-4'), 404);
+  assert(e.code === 'model_not_found', `code ${e.code}`);
+});
+
+async function post(path, body) {
+  const res = await fetch(`${BASE}${path}`, {
+    method: 'POST', headers: { authorization: 'Bearer sk-main', 'content-type': 'application/json' }, body: JSON.stringify(body),
+  });
+  return { status: res.status, body: await res.json() };
+}
+
+await test('tokenize and detokenize (llama-server and vLLM shapes)', async () => {
+  const prompt = 'Once upon a time';
+  const r = await client.completions.create({ model, prompt, max_tokens: 1 });
+  const vllm = await post('/tokenize', { prompt });
+  assert(vllm.status === 200 && vllm.body.count === r.usage.prompt_tokens && vllm.body.tokens.length === vllm.body.count,
+    `tokenize ${JSON.stringify(vllm)} vs prompt_tokens ${r.usage.prompt_tokens}`);
+  assert(vllm.body.max_model_len > 0, 'max_model_len');
+  const llama = await post('/tokenize', { content: prompt });
+  assert(llama.body.count === vllm.body.count - 1, `content without BOS: ${llama.body.count}`);
+  const back = await post('/detokenize', { tokens: llama.body.tokens });
+  assert(back.status === 200 && back.body.content === prompt && back.body.prompt === prompt, JSON.stringify(back.body));
+  const chat = await client.chat.completions.create({ model, messages, max_tokens: 1 });
+  const counted = await post('/tokenize', { messages });
+  assert(counted.body.count === chat.usage.prompt_tokens, `chat form ${counted.body.count} vs ${chat.usage.prompt_tokens}`);
+  const bad = await post('/detokenize', { tokens: [1, 10000000] });
+  assert(bad.status === 400 && /10000000/.test(bad.body.error.message), JSON.stringify(bad));
+});
+
 await test('chat, non-streaming', async () => {
   const r = await client.chat.completions.create({ model, messages, max_tokens: 24, temperature: 0 });
   assert(r.object === 'chat.completion', r.object);

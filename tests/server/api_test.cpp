@@ -175,3 +175,102 @@ TEST_F(ServerTest, NoRateLimitHeadersWithoutARateLimit) {
 
 }  // namespace
 }  // namespace llmserve::server
+
+namespace llmserve::server {
+namespace {
+
+class EndpointTest : public ServerTest {
+ protected:
+  void SetUp() override {
+    Options o;
+    o.gateway.keys = ApiKeys({"sk-test"});
+    start(o);
+  }
+  HttpResult call(const std::string& method, const std::string& path, const Json& body = nullptr) {
+    HttpClient c = client();
+    return c.request(method, path, body.is_null() ? "" : body.dump(), {{"Authorization", "Bearer sk-test"}});
+  }
+  Json ok(const std::string& method, const std::string& path, const Json& body = nullptr) {
+    const HttpResult r = call(method, path, body);
+    EXPECT_EQ(r.status, 200) << method << " " << path << " " << body.dump() << ": " << r.body;
+    return Json::parse(r.body, nullptr, false);
+  }
+  Json error(int status, const std::string& method, const std::string& path, const Json& body = nullptr) {
+    const HttpResult r = call(method, path, body);
+    EXPECT_EQ(r.status, status) << method << " " << path << " " << body.dump() << ": " << r.body;
+    const Json j = Json::parse(r.body, nullptr, false);
+    return j.is_object() && j.contains("error") ? j["error"] : Json();
+  }
+};
+
+TEST_F(EndpointTest, ModelsRetrieve) {
+  const Json m = ok("GET", "/v1/models/tiny");
+  EXPECT_EQ(m["id"], "tiny");
+  EXPECT_EQ(m["object"], "model");
+  EXPECT_EQ(m, ok("GET", "/v1/models")["data"][0]);
+  EXPECT_EQ(ok("GET", "/v1/models/ti%6Ey")["id"], "tiny");  // percent-encoded
+  const Json e = error(404, "GET", "/v1/models/gpt-4");
+  EXPECT_EQ(e["code"], "model_not_found");
+  EXPECT_NE(e["message"].get<std::string>().find("gpt-4"), std::string::npos);
+  EXPECT_EQ(error(404, "GET", "/v1/models/")["code"], "model_not_found");
+  EXPECT_EQ(error(400, "GET", "/v1/models/ti%zzy")["message"].is_string(), true);
+  HttpClient c = client();
+  EXPECT_EQ(c.request("GET", "/v1/models/tiny", "").status, 401);
+}
+
+TEST_F(EndpointTest, TokenizeCountsWhatCompletionsSee) {
+  const std::string text = "Once upon a time";
+  const int prompt_tokens = ok("POST", "/v1/completions", {{"prompt", text}, {"max_tokens", 1}})["usage"]["prompt_tokens"];
+  // vLLM's shape: "prompt", special tokens added by default.
+  const Json vllm = ok("POST", "/tokenize", {{"prompt", text}});
+  EXPECT_EQ(vllm["count"], prompt_tokens);
+  EXPECT_EQ(vllm["tokens"].size(), static_cast<size_t>(prompt_tokens));
+  EXPECT_EQ(vllm["max_model_len"], server_->engine().info().max_context);
+  EXPECT_EQ(ok("POST", "/tokenize", {{"prompt", text}, {"add_special_tokens", false}})["tokens"],
+            ok("POST", "/tokenize", {{"content", text}})["tokens"]);  // llama-server's: none by default
+  const Json plain = ok("POST", "/tokenize", {{"content", text}, {"add_special", true}});
+  EXPECT_EQ(plain["tokens"], vllm["tokens"]);
+
+  // Chat form: the prompt /v1/chat/completions builds.
+  const Json messages = {{{"role", "user"}, {"content", "Hi</s>"}}};
+  const int chat_tokens = ok("POST", "/v1/chat/completions", {{"messages", messages}, {"max_tokens", 1}})["usage"]["prompt_tokens"];
+  EXPECT_EQ(ok("POST", "/tokenize", {{"messages", messages}})["count"], chat_tokens);
+
+  // llama-server's with_pieces: {id, piece} objects.
+  const Json pieces = ok("POST", "/tokenize", {{"content", text}, {"with_pieces", true}})["tokens"];
+  const Json ids = ok("POST", "/tokenize", {{"content", text}})["tokens"];
+  ASSERT_EQ(pieces.size(), ids.size());
+  std::string joined;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    EXPECT_EQ(pieces[i]["id"], ids[i]);
+    joined += pieces[i]["piece"].get<std::string>();
+  }
+  EXPECT_NE(joined.find("upon a time"), std::string::npos) << joined;
+
+  for (const Json& bad : {Json::object(), Json{{"content", 5}}, Json{{"content", "a"}, {"prompt", "b"}},
+                          Json{{"content", "a"}, {"add_special", "yes"}}, Json{{"messages", Json::array()}}})
+    EXPECT_TRUE(error(400, "POST", "/tokenize", bad)["message"].is_string()) << bad.dump();
+  HttpClient c = client();
+  EXPECT_EQ(c.request("POST", "/tokenize", Json{{"content", "x"}}.dump()).status, 401);
+  EXPECT_EQ(error(405, "GET", "/tokenize")["message"].is_string(), true);
+}
+
+TEST_F(EndpointTest, DetokenizeInvertsTokenize) {
+  const std::string text = "Once upon a time, there was a cat.";
+  const Json ids = ok("POST", "/tokenize", {{"content", text}})["tokens"];
+  const Json back = ok("POST", "/detokenize", {{"tokens", ids}});
+  EXPECT_EQ(back["content"], text);
+  EXPECT_EQ(back["prompt"], text);
+  EXPECT_EQ(ok("POST", "/detokenize", {{"tokens", Json::array()}})["content"], "");
+
+  const Json e = error(400, "POST", "/detokenize", {{"tokens", {1, 99999999}}});
+  EXPECT_NE(e["message"].get<std::string>().find("99999999"), std::string::npos) << e.dump();
+  EXPECT_EQ(e["param"], "tokens");
+  for (const Json& bad : {Json::object(), Json{{"tokens", "1 2"}}, Json{{"tokens", {-1}}}, Json{{"tokens", {1.5}}}})
+    EXPECT_TRUE(error(400, "POST", "/detokenize", bad)["message"].is_string()) << bad.dump();
+  HttpClient c = client();
+  EXPECT_EQ(c.request("POST", "/detokenize", Json{{"tokens", ids}}.dump()).status, 401);
+}
+
+}  // namespace
+}  // namespace llmserve::server

@@ -386,3 +386,30 @@ TEST(Cli, SecondSignalDuringTheDrainExitsAtOnce) {
   EXPECT_EQ(serve.exit_code(), 143) << serve.output();
   EXPECT_NE(serve.line_with("SIGTERM again: exiting at once"), "") << serve.output();
 }
+
+// generate --spec: the greedy text is plain decoding's, the timings line
+// gives the draft acceptance, and bad speculation flags are one error line.
+TEST(Cli, SpeculativeGenerateKeepsTheGreedyText) {
+  REQUIRE_MODEL(path, "stories260K.gguf");
+  auto text = [&](const std::string& flags) {
+    const Result r = run("generate -m " + path + " -p \"Once upon a time\" -n 48 --temp 0 -t 1 " + flags);
+    EXPECT_EQ(r.exit_code, 0) << flags << ": " << r.out;
+    if (!flags.empty()) {
+      EXPECT_NE(r.out.find("draft acceptance"), std::string::npos) << r.out;
+    }
+    return r.out.substr(0, r.out.find("timings:"));
+  };
+  const std::string plain = text("");
+  EXPECT_EQ(text("--spec ngram --spec-k 3"), plain);
+  EXPECT_EQ(text("--spec self --draft-quant q4_0"), plain);
+  EXPECT_EQ(text("--spec draft --draft-model " + path), plain);
+  for (const auto& [flags, message] : std::vector<std::pair<std::string, std::string>>{
+           {"--spec draft", "--spec draft needs --draft-model"},
+           {"--spec ngram --spec-k 0", "--spec-k"},
+           {"--spec eagle", "--spec"},
+           {"--spec self --draft-quant f16", "--draft-quant"}}) {
+    const Result r = run("generate -m " + path + " -p x -n 4 " + flags);
+    EXPECT_EQ(r.exit_code, 1) << flags << ": " << r.out;
+    EXPECT_NE(r.out.find("error: " + message), std::string::npos) << flags << ": " << r.out;
+  }
+}

@@ -67,7 +67,6 @@ void DraftModelProposer::catch_up(std::span<Kept* const> seqs, std::span<const D
 
 void DraftModelProposer::propose(std::span<const DraftRequest> requests) {
   const model::InstanceInfo& info = draft_.info();
-  const size_t vocab = static_cast<size_t>(info.n_vocab);
   active_.clear();
   active_requests_.clear();
   int passes = 0;
@@ -91,30 +90,39 @@ void DraftModelProposer::propose(std::span<const DraftRequest> requests) {
 
   next_.resize(active_.size());
   for (int pass = 0; pass < passes; ++pass) {
-    batch_.clear();
-    std::vector<size_t> in_pass;
+    in_pass_.clear();
     for (size_t s = 0; s < active_.size(); ++s) {
       const DraftRequest& r = *active_requests_[s];
-      const int k_max = std::min(r.k, info.max_context - static_cast<int>(r.tokens.size()));
-      if (pass >= k_max) continue;
-      next_[s] = pass == 0 ? r.tokens.back() : r.out->tokens.back();
-      const int pos = static_cast<int>(r.tokens.size()) - 1 + pass;
-      batch_.push_back({std::span(&next_[s], 1), pos, active_[s]->blocks, model::Logits::Last, 0});
-      in_pass.push_back(s);
+      if (pass < std::min(r.k, info.max_context - static_cast<int>(r.tokens.size()))) in_pass_.push_back(s);
     }
-    if (batch_.empty()) break;
-    const std::span<float> logits = draft_.forward(batch_);
-    for (size_t j = 0; j < in_pass.size(); ++j) {
-      const size_t s = in_pass[j];
-      const DraftRequest& r = *active_requests_[s];
-      active_[s]->tokens.push_back(next_[s]);
-      const auto generated = r.tokens.subspan(static_cast<size_t>(r.num_prompt));
-      history_.assign(generated.begin(), generated.end());
-      history_.insert(history_.end(), r.out->tokens.begin(), r.out->tokens.end());
-      r.sampler->probabilities(logits.subspan(j * vocab, vocab), history_, q_);
-      r.out->tokens.push_back(r.sampler->draw(q_));
-      r.out->q.insert(r.out->q.end(), q_.begin(), q_.end());
-    }
+    // One row per sequence, in forward passes of at most max_batch_tokens rows.
+    for (size_t first = 0; first < in_pass_.size(); first += static_cast<size_t>(info.max_batch_tokens))
+      draft_one(pass, std::span(in_pass_).subspan(first).first(
+                          std::min(in_pass_.size() - first, static_cast<size_t>(info.max_batch_tokens))));
+  }
+}
+
+// Draws the pass-th guess of each of the sequences active_[seqs[j]].
+void DraftModelProposer::draft_one(int pass, std::span<const size_t> seqs) {
+  const size_t vocab = static_cast<size_t>(draft_.info().n_vocab);
+  batch_.clear();
+  for (const size_t s : seqs) {
+    const DraftRequest& r = *active_requests_[s];
+    next_[s] = pass == 0 ? r.tokens.back() : r.out->tokens.back();
+    const int pos = static_cast<int>(r.tokens.size()) - 1 + pass;
+    batch_.push_back({std::span(&next_[s], 1), pos, active_[s]->blocks, model::Logits::Last, 0});
+  }
+  const std::span<float> logits = draft_.forward(batch_);
+  for (size_t j = 0; j < seqs.size(); ++j) {
+    const size_t s = seqs[j];
+    const DraftRequest& r = *active_requests_[s];
+    active_[s]->tokens.push_back(next_[s]);
+    const auto generated = r.tokens.subspan(static_cast<size_t>(r.num_prompt));
+    history_.assign(generated.begin(), generated.end());
+    history_.insert(history_.end(), r.out->tokens.begin(), r.out->tokens.end());
+    r.sampler->probabilities(logits.subspan(j * vocab, vocab), history_, q_);
+    r.out->tokens.push_back(r.sampler->draw(q_));
+    r.out->q.insert(r.out->q.end(), q_.begin(), q_.end());
   }
 }
 

@@ -28,6 +28,7 @@ class DraftModelProposer final : public Proposer {
   };
   bool reserve(Kept& kept, int positions);
   void catch_up(std::span<Kept* const> seqs, std::span<const DraftRequest* const> requests);
+  void draft_one(int pass, std::span<const size_t> seqs);
 
   model::Instance& draft_;
   std::unordered_map<SeqId, Kept> kept_;
@@ -36,6 +37,7 @@ class DraftModelProposer final : public Proposer {
   std::vector<Kept*> active_;
   std::vector<const DraftRequest*> active_requests_;
   std::vector<model::SeqBatch> batch_;
+  std::vector<size_t> in_pass_;
   std::vector<int32_t> next_, history_;
   std::vector<float> q_;
 };

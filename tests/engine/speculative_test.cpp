@@ -375,16 +375,18 @@ namespace {
 // speculates with the draft.
 struct WithDraft {
   WithDraft(const std::string& target_path, const std::string& draft_path, model::InstanceConfig target_config,
-            int max_k, bool adaptive = false, std::optional<gguf::TensorType> requantize = std::nullopt)
+            int max_k, bool adaptive = false, std::optional<gguf::TensorType> requantize = std::nullopt,
+            int draft_rows = 128)
       : pool(2),
         target(model::LoadedModel::load(target_path, pool, target_config)),
-        draft(model::LoadedModel::load(draft_path, pool, draft_config(requantize))),
+        draft(model::LoadedModel::load(draft_path, pool, draft_config(requantize, draft_rows))),
         proposer(*draft),
         engine({target.get()}, config(max_k, adaptive, std::min(256, target_config.max_batch_tokens))) {}
 
-  static model::InstanceConfig draft_config(std::optional<gguf::TensorType> requantize) {
+  static model::InstanceConfig draft_config(std::optional<gguf::TensorType> requantize, int rows) {
     model::InstanceConfig c = blocks(256);
     c.requantize = requantize;
+    c.max_batch_tokens = rows;
     return c;
   }
   EngineConfig config(int max_k, bool adaptive, int max_seqs) {
@@ -432,6 +434,14 @@ TEST(Speculative, SelfDraftGreedyEqualsPlainDecoding) {
   REQUIRE_MODEL(path, "stories260K.gguf");
   WithDraft s(path, path, blocks(512), 3, false, gguf::TensorType::Q4_0);
   expect_draft_equals_alone(s, 40);
+}
+
+// More drafting sequences than the draft's forward pass takes rows: each
+// draft pass (and each prompt's catch-up) is split at the draft's limit.
+TEST(Speculative, DraftPassesSplitAtTheDraftsBatchLimit) {
+  REQUIRE_MODEL(path, "stories260K.gguf");
+  WithDraft s(path, path, blocks(512), 3, false, gguf::TensorType::Q4_0, 5);
+  expect_draft_equals_alone(s, 24);
 }
 
 // Prefill chunks stay whole here: on this model, prompt attention split at

@@ -23,7 +23,7 @@ struct ServeOptions {
   std::string model;
   std::string model_name;
   server::ModelConfig engine;  // the model and how the engine runs it
-  server::GatewayConfig gateway;
+  server::ApiConfig api;
   server::HttpConfig http;
   std::vector<std::string> api_keys;
   std::string api_key_file;
@@ -55,10 +55,10 @@ void run_serve(ServeOptions o) {
   if (level == spdlog::level::off && o.log_level != "off") throw Error("--log-level: unknown level '" + o.log_level + "'");
 
   if (!o.api_keys.empty() && !o.api_key_file.empty()) throw Error("give --api-key or --api-key-file, not both");
-  if (!o.api_key_file.empty()) o.gateway.keys = server::ApiKeys::from_file(o.api_key_file);
-  else if (!o.api_keys.empty()) o.gateway.keys = server::ApiKeys(o.api_keys);
-  if (o.gateway.metrics_auth && o.gateway.keys.open()) throw Error("--metrics-auth needs --api-key or --api-key-file");
-  o.gateway.request_timeout = seconds(o.request_timeout_s);
+  if (!o.api_key_file.empty()) o.api.keys = server::ApiKeys::from_file(o.api_key_file);
+  else if (!o.api_keys.empty()) o.api.keys = server::ApiKeys(o.api_keys);
+  if (o.api.metrics_auth && o.api.keys.open()) throw Error("--metrics-auth needs --api-key or --api-key-file");
+  o.api.request_timeout = seconds(o.request_timeout_s);
   o.http.header_timeout = seconds(o.header_timeout_s);
   o.http.body_timeout = seconds(o.body_timeout_s);
 
@@ -70,7 +70,7 @@ void run_serve(ServeOptions o) {
                    kv_type->type != gguf::TensorType::F32))
     throw Error("--kv-type must be f16, q8_0 or f32, not '" + o.kv_type + "'");
   o.engine.instance.kv_type = kv_type->type;
-  o.gateway.model_name = o.model_name.empty() ? std::filesystem::path(o.engine.path).stem().string() : o.model_name;
+  o.api.model_name = o.model_name.empty() ? std::filesystem::path(o.engine.path).stem().string() : o.model_name;
   raise_fd_limit(o.http.max_connections + o.http.reserved_connections);
 
   // Every thread started from here on inherits the blocked signals, so only
@@ -82,22 +82,22 @@ void run_serve(ServeOptions o) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
-  server::Server srv(o.engine, o.gateway, o.http);
+  server::Server srv(o.engine, o.api, o.http);
   srv.start();
   const auto& cfg = srv.engine().config();
-  spdlog::info("serving {} ({}) on {} | context {} | max seqs {} | queue {} | {}", o.gateway.model_name,
-               o.engine.path, srv.url(), srv.engine().info().max_context, cfg.max_seqs, o.gateway.max_queue,
-               o.gateway.keys.open() ? "no API key" : std::to_string(o.gateway.keys.size()) + " API key(s)");
+  spdlog::info("serving {} ({}) on {} | context {} | max seqs {} | queue {} | {}", o.api.model_name,
+               o.engine.path, srv.url(), srv.engine().info().max_context, cfg.max_seqs, o.api.max_queue,
+               o.api.keys.open() ? "no API key" : std::to_string(o.api.keys.size()) + " API key(s)");
   spdlog::info("KV cache: {}", model::describe(srv.model().kv_pool()));
   if (o.engine.spec.method != "off")
     spdlog::info("speculative decoding: {}, up to {} draft tokens per step{}", o.engine.spec.method, o.engine.spec.k,
                  o.engine.spec.adaptive ? ", chosen per sequence and step" : "");
-  if (srv.gateway().chat_template().is_fallback()) spdlog::info("the model has no chat template: chat uses ChatML");
+  if (srv.api().chat_template().is_fallback()) spdlog::info("the model has no chat template: chat uses ChatML");
   spdlog::set_level(level);  // after the startup lines, which scripts read for the port
 
   int sig = 0;
   sigwait(&signals, &sig);
-  spdlog::info("{}: no new requests; finishing {} in flight", signal_name(sig), srv.gateway().in_flight());
+  spdlog::info("{}: no new requests; finishing {} in flight", signal_name(sig), srv.api().in_flight());
   // A second signal cuts the drain short; the exit code is a shell's for a
   // signal: 128 + its number (130 for SIGINT, 143 for SIGTERM).
   std::thread([signals] {
@@ -123,15 +123,15 @@ void add_serve(CLI::App& app) {
                   "Accepted API key (repeatable), needed by /v1/*; /health and /metrics stay open (see --metrics-auth). "
                   "None and no --api-key-file: open server");
   cmd->add_option("--api-key-file", o->api_key_file, "File with one accepted API key per line");
-  cmd->add_flag("--metrics-auth", o->gateway.metrics_auth, "/metrics needs an API key too");
-  cmd->add_option("--allowed-origins", o->gateway.allowed_origins, "CORS: origins browser pages may call from (comma-separated or repeatable; * for any)")
+  cmd->add_flag("--metrics-auth", o->api.metrics_auth, "/metrics needs an API key too");
+  cmd->add_option("--allowed-origins", o->api.allowed_origins, "CORS: origins browser pages may call from (comma-separated or repeatable; * for any)")
       ->delimiter(',')
       ->check(CLI::Validator([](std::string& e) { return server::origin_entry_error(e); }, "ORIGIN"));
-  cmd->add_option("--rate-limit", o->gateway.rate_limit, "Requests per second per API key (per client address when open); 0: off")
+  cmd->add_option("--rate-limit", o->api.rate_limit, "Requests per second per API key (per client address when open); 0: off")
       ->capture_default_str()->check(at_least(0));
-  cmd->add_option("--rate-burst", o->gateway.rate_burst, "Token-bucket size for --rate-limit (default: max(1, rate))")
+  cmd->add_option("--rate-burst", o->api.rate_burst, "Token-bucket size for --rate-limit (default: max(1, rate))")
       ->check(at_least(0));
-  cmd->add_option("--max-queue", o->gateway.max_queue, "Requests that may wait beyond --max-seqs before 429")->capture_default_str()
+  cmd->add_option("--max-queue", o->api.max_queue, "Requests that may wait beyond --max-seqs before 429")->capture_default_str()
       ->check(at_least(0));
   cmd->add_option("--timeout", o->request_timeout_s, "Per-request timeout, seconds (0: none)")->capture_default_str()
       ->check(at_least(0));
@@ -147,13 +147,13 @@ void add_serve(CLI::App& app) {
       ->check(positive());
   cmd->add_option("--body-timeout", o->body_timeout_s, "Seconds for a request's body to arrive")->capture_default_str()
       ->check(positive());
-  cmd->add_option("--max-json-depth", o->gateway.limits.max_json_depth, "JSON nesting limit")->capture_default_str()
+  cmd->add_option("--max-json-depth", o->api.limits.max_json_depth, "JSON nesting limit")->capture_default_str()
       ->check(at_least(1));
-  cmd->add_option("--max-prompt-tokens", o->gateway.max_prompt_tokens, "Prompt length limit (0: the context)")->capture_default_str()
+  cmd->add_option("--max-prompt-tokens", o->api.max_prompt_tokens, "Prompt length limit (0: the context)")->capture_default_str()
       ->check(at_least(0));
-  cmd->add_option("--max-tokens", o->gateway.limits.max_tokens, "Largest max_tokens a request may ask for")->capture_default_str()
+  cmd->add_option("--max-tokens", o->api.limits.max_tokens, "Largest max_tokens a request may ask for")->capture_default_str()
       ->check(at_least(1));
-  cmd->add_option("--max-n", o->gateway.limits.max_n, "Largest n a request may ask for")->capture_default_str()
+  cmd->add_option("--max-n", o->api.limits.max_n, "Largest n a request may ask for")->capture_default_str()
       ->check(at_least(1));
   cmd->add_option("--drain-timeout", o->drain_timeout_s, "Seconds to finish in-flight requests after SIGTERM")->capture_default_str()
       ->check(at_least(0));

@@ -41,7 +41,7 @@ struct GenerationPlan {
   ResponseMeta meta;
   std::string remote;
   std::string request_id;
-  Headers headers;  // on the response, whichever it is (the gateway's choice: request id, CORS, ...)
+  Headers headers;  // on the response, whichever it is (the API handler's choice: request id, CORS, ...)
   std::chrono::milliseconds timeout{0};  // 0: none
 };
 

@@ -115,12 +115,12 @@ void ServerMetrics::count_rejection(const std::string& reason) {
   ++rejections_[reason];
 }
 
-std::string ServerMetrics::render(const engine::EngineMetrics& e, const GatewayGauges& g, const std::string& model) const {
+std::string ServerMetrics::render(const engine::EngineMetrics& e, const ApiGauges& g, const std::string& model) const {
   const auto& s = e.scheduler;
   Writer w(model);
   w.gauge("llmserve:num_requests_running", "Number of requests holding KV blocks (running).", s.running);
   w.gauge("llmserve:num_requests_waiting", "Number of requests waiting in the engine's queue.", s.waiting);
-  w.gauge("llmserve:num_requests_in_flight", "Engine requests admitted by the gateway and not finished.", g.in_flight);
+  w.gauge("llmserve:num_requests_in_flight", "Engine requests admitted by the API handler and not finished.", g.in_flight);
   w.gauge("llmserve:kv_cache_usage_perc", "KV-cache usage: fraction of blocks in use (1 = full).",
           s.blocks_total > 0 ? static_cast<double>(s.blocks_used) / s.blocks_total : 0.0);
   w.gauge("llmserve:kv_cache_blocks_used", "KV-cache blocks referenced by live sequences.", s.blocks_used);
@@ -171,7 +171,7 @@ std::string ServerMetrics::render(const engine::EngineMetrics& e, const GatewayG
     w.family("llmserve:http_responses_total", "counter", "HTTP responses by status code.");
     for (const auto& [status, n] : http_status_)
       w.sample("llmserve:http_responses_total", static_cast<double>(n), "status=\"" + std::to_string(status) + "\"");
-    w.family("llmserve:request_rejected_total", "counter", "Requests refused by the gateway, by reason.");
+    w.family("llmserve:request_rejected_total", "counter", "Requests refused by the API handler, by reason.");
     for (const auto& [reason, n] : rejections_)
       w.sample("llmserve:request_rejected_total", static_cast<double>(n), "reason=\"" + escape_label(reason) + "\"");
   }

@@ -39,8 +39,8 @@ class Histogram {
 enum class Outcome { Stop, Length, Abort, Error };
 const char* outcome_label(Outcome o);
 
-// Gauges that the gateway owns (the engine's come from EngineMetrics).
-struct GatewayGauges {
+// Gauges that the API handler owns (the engine's come from EngineMetrics).
+struct ApiGauges {
   int in_flight = 0;          // engine requests submitted and not finished
   int open_connections = 0;
   bool draining = false;
@@ -61,7 +61,7 @@ class ServerMetrics {
   void count_http_status(int status);
   void count_rejection(const std::string& reason);  // rate_limit, queue_full, timeout, ...
 
-  std::string render(const engine::EngineMetrics& engine, const GatewayGauges& gauges, const std::string& model_name) const;
+  std::string render(const engine::EngineMetrics& engine, const ApiGauges& gauges, const std::string& model_name) const;
 
  private:
   std::array<std::atomic<uint64_t>, 4> outcomes_{};

@@ -23,18 +23,18 @@ engine::EngineConfig engine_config(const ModelConfig& m, const engine::Speculati
 
 }  // namespace
 
-Server::Server(const ModelConfig& m, GatewayConfig gateway_config, HttpConfig http_config)
+Server::Server(const ModelConfig& m, ApiConfig api_config, HttpConfig http_config)
     : pool_(std::make_unique<ThreadPool>(m.threads > 0 ? m.threads : default_thread_count())),
       model_(model::LoadedModel::load(m.path, *pool_, instance_config(m))),
       spec_(std::make_unique<engine::Speculation>(m.spec, *model_, *pool_, instance_config(m))),
       engine_(std::make_unique<engine::Engine>(std::vector<model::Instance*>{model_.get()}, engine_config(m, *spec_))),
-      gateway_(std::make_unique<Gateway>(*engine_, *model_, std::move(gateway_config))) {
-  Gateway* g = gateway_.get();
+      api_(std::make_unique<ApiHandler>(*engine_, *model_, std::move(api_config))) {
+  ApiHandler* g = api_.get();
   http_ = std::make_unique<HttpServer>(
       std::move(http_config), [g](HttpRequest req, std::shared_ptr<Exchange> ex) { g->handle(std::move(req), std::move(ex)); },
       [g](int status, const std::string& message) { return g->error_page(status, message); });
   HttpServer* h = http_.get();
-  gateway_->set_connection_count([h] { return h->open_connections(); });
+  api_->set_connection_count([h] { return h->open_connections(); });
 }
 
 Server::~Server() {
@@ -45,11 +45,11 @@ Server::~Server() {
 void Server::start() { http_->start(); }
 
 bool Server::drain(std::chrono::milliseconds grace) {
-  gateway_->start_draining();
+  api_->start_draining();
   http_->stop_accepting();
   auto settles_within = [this](std::chrono::milliseconds limit) {
     const auto deadline = std::chrono::steady_clock::now() + limit;
-    while (gateway_->in_flight() > 0 || http_->active_exchanges() > 0) {
+    while (api_->in_flight() > 0 || http_->active_exchanges() > 0) {
       if (std::chrono::steady_clock::now() >= deadline) return false;
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }

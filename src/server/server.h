@@ -1,5 +1,5 @@
 #pragma once
-// The whole server: engine, gateway and HTTP listener, with an orderly
+// The whole server: engine, API handler and HTTP listener, with an orderly
 // shutdown (`llmserve serve` and the integration tests use it).
 #include <chrono>
 #include <cstdint>
@@ -9,7 +9,7 @@
 #include "engine/engine.h"
 #include "engine/speculation.h"
 #include "model/instance.h"
-#include "server/gateway.h"
+#include "server/api_handler.h"
 #include "server/http_server.h"
 
 namespace llmserve::server {
@@ -26,13 +26,13 @@ struct ModelConfig {
 class Server {
  public:
   // Loads the model and binds the port. Throws Error.
-  Server(const ModelConfig& model_config, GatewayConfig gateway_config, HttpConfig http_config);
+  Server(const ModelConfig& model_config, ApiConfig api_config, HttpConfig http_config);
   ~Server();
 
   void start();
   uint16_t port() const { return http_->port(); }
   std::string url() const { return http_->url(); }
-  Gateway& gateway() { return *gateway_; }
+  ApiHandler& api() { return *api_; }
   engine::Engine& engine() { return *engine_; }
   const model::LoadedModel& model() const { return *model_; }
 
@@ -50,7 +50,7 @@ class Server {
   std::unique_ptr<model::LoadedModel> model_;
   std::unique_ptr<engine::Speculation> spec_;
   std::unique_ptr<engine::Engine> engine_;
-  std::unique_ptr<Gateway> gateway_;
+  std::unique_ptr<ApiHandler> api_;
   std::unique_ptr<HttpServer> http_;
 };
 

@@ -57,7 +57,7 @@ namespace {
 TEST_F(ServerTest, ErrorLogLinesGiveTheReason) {
   log_ = std::make_unique<LogCapture>();
   Options o;
-  o.gateway.keys = ApiKeys({"sk-test"});
+  o.api.keys = ApiKeys({"sk-test"});
   start(o);
   const Headers auth = {{"Authorization", "Bearer sk-test"}};
   EXPECT_EQ(post("/v1/completions", {{"prompt", "x"}}).status, 401);
@@ -81,8 +81,8 @@ namespace {
 // key, and every answer it gets (success, error, stream) lets it read them.
 TEST_F(ServerTest, CorsPreflightAndCrossOriginRequests) {
   Options o;
-  o.gateway.keys = ApiKeys({"sk-test"});
-  o.gateway.allowed_origins = {"http://app.example", "https://other.example:8443"};
+  o.api.keys = ApiKeys({"sk-test"});
+  o.api.allowed_origins = {"http://app.example", "https://other.example:8443"};
   start(o);
   HttpClient c = client();
   const Headers origin = {{"Origin", "http://app.example"}};
@@ -146,8 +146,8 @@ namespace {
 // stands, in OpenAI's header names; the 429 too.
 TEST_F(ServerTest, RateLimitedKeysGetRateLimitHeaders) {
   Options o;
-  o.gateway.rate_limit = 0.01;
-  o.gateway.rate_burst = 2;
+  o.api.rate_limit = 0.01;
+  o.api.rate_burst = 2;
   start(o);
   const Json req = {{"prompt", "x"}, {"max_tokens", 1}};
   const HttpResult first = post("/v1/completions", req);
@@ -183,7 +183,7 @@ class EndpointTest : public ServerTest {
  protected:
   void SetUp() override {
     Options o;
-    o.gateway.keys = ApiKeys({"sk-test"});
+    o.api.keys = ApiKeys({"sk-test"});
     start(o);
   }
   HttpResult call(const std::string& method, const std::string& path, const Json& body = nullptr) {

@@ -56,7 +56,7 @@ class LogCapture {
 
 struct Options {
   std::string model;  // empty: the synthetic tiny model
-  GatewayConfig gateway;
+  ApiConfig api;
   HttpConfig http;
   int max_seqs = 8;
   engine::SpeculationOptions spec;
@@ -71,9 +71,9 @@ class ServerTest : public ::testing::Test {
     e.instance.kv_blocks = 256;
     e.engine.max_seqs = o.max_seqs;
     e.spec = o.spec;
-    o.gateway.model_name = "tiny";
+    o.api.model_name = "tiny";
     o.http.port = 0;
-    server_ = std::make_unique<Server>(e, o.gateway, o.http);
+    server_ = std::make_unique<Server>(e, o.api, o.http);
     server_->start();
   }
   HttpClient client() { return HttpClient("127.0.0.1", server_->port(), std::chrono::seconds(60)); }

@@ -61,7 +61,7 @@ TEST_F(ServerTest, DrainTimeoutEndsStreamsWithAnErrorEvent) {
 // The 504's message gives the configured timeout as it was set.
 TEST_F(ServerTest, TimeoutMessageKeepsTheFraction) {
   Options o;
-  o.gateway.request_timeout = std::chrono::milliseconds(1);
+  o.api.request_timeout = std::chrono::milliseconds(1);
   start(o);
   const HttpResult r = post("/v1/completions", {{"prompt", "Once"}, {"max_tokens", 900}});
   ASSERT_EQ(r.status, 504) << r.body;
@@ -74,8 +74,8 @@ TEST_F(ServerTest, MetricsAuthPutsMetricsBehindTheKey) {
   const Headers auth = {{"Authorization", "Bearer sk-test"}};
   for (const bool metrics_auth : {false, true}) {
     Options o;
-    o.gateway.keys = ApiKeys({"sk-test"});
-    o.gateway.metrics_auth = metrics_auth;
+    o.api.keys = ApiKeys({"sk-test"});
+    o.api.metrics_auth = metrics_auth;
     start(o);
     HttpClient c = client();
     EXPECT_EQ(c.request("GET", "/metrics", "").status, metrics_auth ? 401 : 200);

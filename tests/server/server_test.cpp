@@ -77,7 +77,7 @@ TEST_F(ServerTest, ChatNStopAndLogprobs) {
 
 TEST_F(ServerTest, ErrorsHaveStatusAndOpenAIBody) {
   Options o;
-  o.gateway.keys = ApiKeys({"sk-test"});
+  o.api.keys = ApiKeys({"sk-test"});
   o.http.max_body_bytes = 1024;
   start(o);
   const Headers auth = {{"Authorization", "Bearer sk-test"}};
@@ -103,8 +103,8 @@ TEST_F(ServerTest, ErrorsHaveStatusAndOpenAIBody) {
 
 TEST_F(ServerTest, RateLimitAnswers429WithRetryAfter) {
   Options o;
-  o.gateway.rate_limit = 0.01;
-  o.gateway.rate_burst = 2;
+  o.api.rate_limit = 0.01;
+  o.api.rate_burst = 2;
   start(o);
   const Json req = {{"prompt", "x"}, {"max_tokens", 1}};
   EXPECT_EQ(post("/v1/completions", req).status, 200);
@@ -136,7 +136,7 @@ TEST_F(ServerTest, DisconnectMidStreamFreesBlocks) {
 TEST_F(ServerTest, QueueFullAnswers429) {
   Options o;
   o.max_seqs = 1;
-  o.gateway.max_queue = 0;
+  o.api.max_queue = 0;
   start(o);
   // n = 2 needs two slots; one running slot and no queue: refused at once.
   const HttpResult r = post("/v1/completions", {{"prompt", "x"}, {"n", 2}, {"max_tokens", 1}});
@@ -165,7 +165,7 @@ TEST_F(ServerTest, DrainFinishesInFlightAndRefusesNew) {
   });
   streaming.get_future().wait();
   auto drained = std::async(std::launch::async, [&] { return server_->drain(std::chrono::seconds(60)); });
-  while (!server_->gateway().draining()) std::this_thread::yield();
+  while (!server_->api().draining()) std::this_thread::yield();
   const HttpResult refused = idle.request("POST", "/v1/completions", Json{{"prompt", "x"}}.dump());
   EXPECT_EQ(refused.status, 503) << refused.body;
   EXPECT_NE(find_header(refused, "retry-after"), nullptr);

@@ -20,7 +20,7 @@
 
 namespace llmserve::server {
 
-struct GatewayConfig {
+struct ApiConfig {
   std::string model_name;
   RequestLimits limits;
   int max_prompt_tokens = 0;  // 0: the engine's context
@@ -33,11 +33,11 @@ struct GatewayConfig {
   std::vector<std::string> allowed_origins;  // CORS: origins or "*"; empty: no CORS headers
 };
 
-class Gateway {
+class ApiHandler {
  public:
   // Reads the chat template from the model file (throws jinja::TemplateError
   // when it does not parse).
-  Gateway(engine::Engine& engine, const model::LoadedModel& model, GatewayConfig config);
+  ApiHandler(engine::Engine& engine, const model::LoadedModel& model, ApiConfig config);
 
   // The HTTP handler.
   void handle(HttpRequest req, std::shared_ptr<Exchange> ex);
@@ -77,7 +77,7 @@ class Gateway {
 
   engine::Engine& engine_;
   const tok::Tokenizer& tokenizer_;
-  GatewayConfig config_;
+  ApiConfig config_;
   ChatTemplate template_;
   TurnTokens turns_;
   RateLimiter limiter_;

@@ -1,4 +1,4 @@
-#include "server/gateway.h"
+#include "server/api_handler.h"
 
 #include <cctype>
 #include <charconv>
@@ -68,7 +68,7 @@ ApiError with_retry(ApiError e, int seconds) {
 
 }  // namespace
 
-Gateway::Gateway(engine::Engine& engine, const model::LoadedModel& model, GatewayConfig config)
+ApiHandler::ApiHandler(engine::Engine& engine, const model::LoadedModel& model, ApiConfig config)
     : engine_(engine),
       tokenizer_(model.tokenizer()),
       config_(std::move(config)),
@@ -81,25 +81,25 @@ Gateway::Gateway(engine::Engine& engine, const model::LoadedModel& model, Gatewa
       next_id_(std::random_device{}()),
       created_(static_cast<int64_t>(std::time(nullptr))) {}
 
-HttpResponse Gateway::error_page(int status, const std::string& message) {
+HttpResponse ApiHandler::error_page(int status, const std::string& message) {
   metrics_.count_http_status(status);
   spdlog::info("HTTP layer: status={} {}", status, message);
   const char* code = status == 413 ? "request_too_large" : status == 503 ? "server_busy" : nullptr;
   return {status, "application/json", error_body(ApiError(status, message, error_type_for(status), {}, code ? code : "")), {}};
 }
 
-std::string Gateway::new_id(const char* prefix) {
+std::string ApiHandler::new_id(const char* prefix) {
   char id[48];
   std::snprintf(id, sizeof id, "%s%016llx", prefix, static_cast<unsigned long long>(next_id_.fetch_add(1) * 0x9E3779B97F4A7C15ull));
   return id;
 }
 
-std::string Gateway::request_id(const HttpRequest& req) {
+std::string ApiHandler::request_id(const HttpRequest& req) {
   const std::string* given = req.header("x-request-id");
   return given && usable_request_id(*given) ? *given : new_id("req_");
 }
 
-void Gateway::send(Call& call, HttpResponse r, std::string_view reason) {
+void ApiHandler::send(Call& call, HttpResponse r, std::string_view reason) {
   metrics_.count_http_status(r.status);
   const HttpRequest& req = call.req;
   const bool quiet = req.path() == "/health" || req.path() == "/metrics";
@@ -113,7 +113,7 @@ void Gateway::send(Call& call, HttpResponse r, std::string_view reason) {
   call.ex->respond(std::move(r));
 }
 
-void Gateway::handle(HttpRequest req, std::shared_ptr<Exchange> ex) {
+void ApiHandler::handle(HttpRequest req, std::shared_ptr<Exchange> ex) {
   Call call{req, std::move(ex), request_id(req), cors_.response_headers(req)};
   call.headers.emplace_back("x-request-id", call.id);
   try {
@@ -131,14 +131,14 @@ void Gateway::handle(HttpRequest req, std::shared_ptr<Exchange> ex) {
 
 // A browser asks whether a page of another origin may send its request:
 // no API key is needed to ask.
-void Gateway::preflight(Call& call) {
+void ApiHandler::preflight(Call& call) {
   if (!cors_.allowed_origin(call.req))
     throw ApiError(403, "origin '" + *call.req.header("origin") + "' is not allowed (see --allowed-origins)",
                    "invalid_request_error", {}, "origin_not_allowed");
   send(call, {204, "", "", cors_.preflight_headers(call.req)});
 }
 
-void Gateway::route(Call& call) {
+void ApiHandler::route(Call& call) {
   const HttpRequest& req = call.req;
   const std::string_view path = req.path();
   auto only = [&](const char* method) {
@@ -185,7 +185,7 @@ void Gateway::route(Call& call) {
   throw ApiError(404, "unknown request URL: " + req.method + " " + std::string(path), "invalid_request_error", {}, "unknown_url");
 }
 
-Json Gateway::model(std::string_view encoded_id) const {
+Json ApiHandler::model(std::string_view encoded_id) const {
   const auto id = percent_decoded(encoded_id);
   if (!id) throw ApiError(400, "malformed %-escape in the model id", "invalid_request_error", "model");
   if (*id != config_.model_name)
@@ -194,7 +194,7 @@ Json Gateway::model(std::string_view encoded_id) const {
   return model_object(config_.model_name, created_, engine_.info().max_context);
 }
 
-RenderedChat Gateway::render_chat(const Json& messages, bool add_generation_prompt) const {
+RenderedChat ApiHandler::render_chat(const Json& messages, bool add_generation_prompt) const {
   try {
     return template_.render_prompt(messages, nullptr, add_generation_prompt, tokenizer_.special_tokens());
   } catch (const jinja::TemplateError& e) {
@@ -202,7 +202,7 @@ RenderedChat Gateway::render_chat(const Json& messages, bool add_generation_prom
   }
 }
 
-Json Gateway::tokenize(const Json& body) const {
+Json ApiHandler::tokenize(const Json& body) const {
   const TokenizeRequest r = parse_tokenize_request(body, config_.limits);
   const tok::Tokenizer& tok = tokenizer_;
   const std::vector<int32_t> ids = r.messages.is_null() ? tok.encode(r.text, r.add_special && tok.add_bos_by_default(), false)
@@ -213,11 +213,11 @@ Json Gateway::tokenize(const Json& body) const {
   return tokenize_response(ids, r.with_pieces ? &pieces : nullptr, engine_.info().max_context);
 }
 
-Json Gateway::detokenize(const Json& body) const {
+Json ApiHandler::detokenize(const Json& body) const {
   return detokenize_response(tokenizer_.decode(parse_detokenize_request(body, config_.limits, tokenizer_.n_vocab())));
 }
 
-void Gateway::authorize(const HttpRequest& req, std::string& client) const {
+void ApiHandler::authorize(const HttpRequest& req, std::string& client) const {
   if (config_.keys.open()) {
     client = client_address(req.remote);
     return;
@@ -230,7 +230,7 @@ void Gateway::authorize(const HttpRequest& req, std::string& client) const {
   client = std::move(*key);
 }
 
-void Gateway::generate(Endpoint endpoint, Call& call) {
+void ApiHandler::generate(Endpoint endpoint, Call& call) {
   const HttpRequest& req = call.req;
   if (draining_) throw with_retry(ApiError(503, "the server is shutting down", "service_unavailable_error"), 5);
   std::string client;
@@ -309,8 +309,8 @@ void Gateway::generate(Endpoint endpoint, Call& call) {
   g->start();
 }
 
-std::string Gateway::metrics_text() const {
-  GatewayGauges g;
+std::string ApiHandler::metrics_text() const {
+  ApiGauges g;
   g.in_flight = in_flight_.load();
   g.open_connections = connection_count_ ? connection_count_() : 0;
   g.draining = draining_;

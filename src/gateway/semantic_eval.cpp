@@ -1,0 +1,92 @@
+#include "gateway/semantic_eval.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "gateway/semantic_index.h"
+
+namespace llmserve::gateway {
+
+std::string_view kind_name(PairKind kind) {
+  switch (kind) {
+    case PairKind::Paraphrase: return "paraphrase";
+    case PairKind::Negation: return "negation";
+    case PairKind::NumberSwap: return "number_swap";
+    case PairKind::EntitySwap: return "entity_swap";
+    case PairKind::Unrelated: return "unrelated";
+  }
+  return "?";
+}
+
+namespace {
+
+PairKind parse_kind(const std::string& name, const std::string& where) {
+  for (const PairKind k : kPairKinds)
+    if (kind_name(k) == name) return k;
+  throw Error(where + "unknown kind '" + name +
+              "' (paraphrase, negation, number_swap, entity_swap or unrelated)");
+}
+
+std::string text_field(const nlohmann::json& line, const char* name, const std::string& where) {
+  const auto it = line.find(name);
+  if (it == line.end() || !it->is_string() || it->get_ref<const std::string&>().empty())
+    throw Error(where + "\"" + name + "\" must be a non-empty string");
+  return it->get<std::string>();
+}
+
+// The cosine similarity; 0 when either vector is all zeros.
+double cosine(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) throw Error("embedder: vectors of different lengths for one pair");
+  const double norms = std::sqrt(double{dot(a.data(), a.data(), a.size())} * dot(b.data(), b.data(), b.size()));
+  return norms > 0 ? dot(a.data(), b.data(), a.size()) / norms : 0;
+}
+
+}  // namespace
+
+std::vector<LabeledPair> read_pairs(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error(path + ": cannot open");
+  std::vector<LabeledPair> pairs;
+  std::string text;
+  for (int line_no = 1; std::getline(in, text); ++line_no) {
+    if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = path + ":" + std::to_string(line_no) + ": ";
+    const nlohmann::json line = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (!line.is_object()) throw Error(where + "not a JSON object");
+    const auto kind = line.find("kind");
+    if (kind == line.end() || !kind->is_string()) throw Error(where + "\"kind\" must be a string");
+    pairs.push_back({parse_kind(kind->get<std::string>(), where), text_field(line, "a", where),
+                     text_field(line, "b", where)});
+  }
+  if (pairs.empty()) throw Error(path + ": no pairs");
+  return pairs;
+}
+
+std::vector<KindResult> evaluate(const Embedder& embedder, const std::vector<LabeledPair>& pairs,
+                                 const std::vector<double>& taus) {
+  std::vector<KindResult> results;
+  for (const PairKind kind : kPairKinds) {
+    KindResult r;
+    r.kind = kind;
+    r.hits.assign(taus.size(), 0);
+    double sum = 0;
+    for (const LabeledPair& p : pairs) {
+      if (p.kind != kind) continue;
+      const double sim = cosine(embedder.embed(p.a), embedder.embed(p.b));
+      r.min_similarity = r.pairs ? std::min(r.min_similarity, sim) : sim;
+      r.max_similarity = r.pairs ? std::max(r.max_similarity, sim) : sim;
+      sum += sim;
+      ++r.pairs;
+      for (size_t t = 0; t < taus.size(); ++t) r.hits[t] += sim >= taus[t];
+    }
+    if (!r.pairs) continue;
+    r.mean_similarity = sum / r.pairs;
+    results.push_back(std::move(r));
+  }
+  return results;
+}
+
+}  // namespace llmserve::gateway

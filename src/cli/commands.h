@@ -13,5 +13,6 @@ void add_gen_model(CLI::App& app);
 void add_bench(CLI::App& app);
 void add_serve(CLI::App& app);
 void add_bench_serve(CLI::App& app);
+void add_cache_eval(CLI::App& app);
 
 }  // namespace llmserve::cli

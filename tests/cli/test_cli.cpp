@@ -413,3 +413,26 @@ TEST(Cli, SpeculativeGenerateKeepsTheGreedyText) {
     EXPECT_NE(r.out.find("error: " + message), std::string::npos) << flags << ": " << r.out;
   }
 }
+
+TEST(Cli, CacheEvalPrintsHitRatesPerKind) {
+  const Result r = run("cache-eval --data " LLMSERVE_SEMANTIC_PAIRS " --tau 0.5,0.9");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  for (const char* row : {"paraphrase ", "negation ", "number_swap ", "entity_swap ", "unrelated ", "false hits "})
+    EXPECT_NE(r.out.find(std::string("\n") + row), std::string::npos) << row << "\n" << r.out;
+  EXPECT_NE(r.out.find(" 0.50  0.90\n"), std::string::npos) << r.out;
+}
+
+TEST(Cli, CacheEvalRefusesBadInputInOneLine) {
+  const TempFile bad("bad-pairs.jsonl", [](const std::string& p) { write_file(p, "{\"kind\":\"x\",\"a\":\"1\",\"b\":\"2\"}\n"); });
+  const std::pair<std::string, std::string> cases[] = {
+      {"cache-eval --data " LLMSERVE_SEMANTIC_PAIRS " --tau 1.5", "error: --tau: must be between 0 and 1"},
+      {"cache-eval --data " + temp_path("absent.jsonl"), "cannot open"},
+      {"cache-eval --data " + bad.path(), ":1: unknown kind 'x'"},
+      {"cache-eval --data " LLMSERVE_SEMANTIC_PAIRS " --ngram-min 5 --ngram-max 3", "n-gram sizes"}};
+  for (const auto& [args, message] : cases) {
+    const Result r = run(args);
+    EXPECT_EQ(r.exit_code, 1) << args << ": " << r.out;
+    EXPECT_NE(r.out.find(message), std::string::npos) << args << ": " << r.out;
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << args << ": " << r.out;
+  }
+}

@@ -20,6 +20,8 @@ using namespace llmserve::gateway;
 
 constexpr int kPromptTokens = 200;
 
+// Strings are assigned as std::string(...): GCC 12 at -O3 gives a false
+// -Wrestrict warning on assigning some literals to these members.
 CacheKey key(int i) {
   CacheKey k;
   k.tenant = std::string("tenant");

@@ -32,6 +32,8 @@ struct ManualClock {
   }
 };
 
+// Strings are assigned as std::string(...): GCC 12 at -O3 gives a false
+// -Wrestrict warning on assigning some literals to these members.
 CacheKey key(std::vector<int32_t> prompt = {1, 2, 3}) {
   CacheKey k;
   k.tenant = std::string("tenant-a");

@@ -332,12 +332,19 @@ void Engine::step(ModelSlot& slot) {
   propose(slot);
 
   const auto now = Clock::now();
-  uint64_t new_tokens = 0;
+  {  // Publish first: whoever sees a token also sees it (and its draft) counted.
+    std::lock_guard lock(mu_);
+    EngineMetrics& m = slot.metrics;
+    m.scheduler = scheduler.metrics();
+    m.generated_tokens += outputs.size();
+    m.spec = slot.spec_metrics;
+    m.steps += 1;
+    m.last_step_ms = ms_between(t0, now);
+  }
   for (auto& [id, g] : outputs) {
     Live& live = *live_.at(id);
     if (live.generated++ == 0) live.first_token = now;
     live.last_token = now;
-    ++new_tokens;
     if (live.is_stop(g.token, slot.info.end_of_generation)) continue;  // verify_draft emits nothing after one
     RequestOutput out;
     out.id = id;
@@ -349,14 +356,6 @@ void Engine::step(ModelSlot& slot) {
     live.callback(out);
   }
   deliver_finished(slot);
-
-  std::lock_guard lock(mu_);
-  EngineMetrics& m = slot.metrics;
-  m.scheduler = scheduler.metrics();
-  m.generated_tokens += new_tokens;
-  m.spec = slot.spec_metrics;
-  m.steps += 1;
-  m.last_step_ms = ms_between(t0, Clock::now());
 }
 
 // The entry's tokens: the accepted drafts and the one after them, up to

@@ -3,13 +3,12 @@
 
 #include <csignal>
 #include <cstdlib>
-#include <filesystem>
 #include <thread>
 
 #include <spdlog/spdlog.h>
 
 #include "cli/commands.h"
-#include "cli/default_model.h"
+#include "cli/model_flags.h"
 #include "cli/spec_flags.h"
 #include "cli/flag_checks.h"
 #include "core/error.h"
@@ -20,9 +19,9 @@ namespace llmserve::cli {
 namespace {
 
 struct ServeOptions {
-  std::string model;
+  std::vector<std::string> models;  // --model FILE or NAME=FILE, repeatable
   std::string model_name;
-  server::ModelConfig engine;  // the model and how the engine runs it
+  server::ModelConfig engine;  // the models and how the engine runs them
   server::ApiConfig api;
   server::HttpConfig http;
   std::vector<std::string> api_keys;
@@ -62,7 +61,7 @@ void run_serve(ServeOptions o) {
   o.http.header_timeout = seconds(o.header_timeout_s);
   o.http.body_timeout = seconds(o.body_timeout_s);
 
-  o.engine.path = resolve_model(o.model);
+  o.engine.models = served_models(o.models, o.model_name);
   engine::validate(o.engine.spec);
   if (o.kv_mem_mib > 0) o.engine.instance.kv_bytes = static_cast<size_t>(o.kv_mem_mib * (1 << 20));
   const auto kv_type = gguf::type_info_by_name(o.kv_type);
@@ -70,7 +69,6 @@ void run_serve(ServeOptions o) {
                    kv_type->type != gguf::TensorType::F32))
     throw Error("--kv-type must be f16, q8_0 or f32, not '" + o.kv_type + "'");
   o.engine.instance.kv_type = kv_type->type;
-  o.api.model_name = o.model_name.empty() ? std::filesystem::path(o.engine.path).stem().string() : o.model_name;
   raise_fd_limit(o.http.max_connections + o.http.reserved_connections);
 
   // Every thread started from here on inherits the blocked signals, so only
@@ -84,15 +82,20 @@ void run_serve(ServeOptions o) {
 
   server::Server srv(o.engine, o.api, o.http);
   srv.start();
-  const auto& cfg = srv.engine().config();
-  spdlog::info("serving {} ({}) on {} | context {} | max seqs {} | queue {} | {}", o.api.model_name,
-               o.engine.path, srv.url(), srv.engine().info().max_context, cfg.max_seqs, o.api.max_queue,
+  std::string names;
+  for (const auto& m : o.engine.models) names += (names.empty() ? "" : ", ") + m.name;
+  spdlog::info("serving {} on {} | {}", names, srv.url(),
                o.api.keys.open() ? "no API key" : std::to_string(o.api.keys.size()) + " API key(s)");
-  spdlog::info("KV cache: {}", model::describe(srv.model().kv_pool()));
+  for (int i = 0; i < srv.num_models(); ++i) {
+    const server::ServedModel& m = srv.api().served_model(i);
+    spdlog::info("model {} ({}): context {} | max seqs {} | queue {} | KV cache: {}", m.name, srv.model(i).path(),
+                 srv.engine().info(i).max_context, srv.engine().config().max_seqs, o.api.max_queue,
+                 model::describe(srv.model(i).kv_pool()));
+    if (m.chat_template.is_fallback()) spdlog::info("model {} has no chat template: chat uses ChatML", m.name);
+  }
   if (o.engine.spec.method != "off")
-    spdlog::info("speculative decoding: {}, up to {} draft tokens per step{}", o.engine.spec.method, o.engine.spec.k,
-                 o.engine.spec.adaptive ? ", chosen per sequence and step" : "");
-  if (srv.api().chat_template().is_fallback()) spdlog::info("the model has no chat template: chat uses ChatML");
+    spdlog::info("speculative decoding, every model: {}, up to {} draft tokens per step{}", o.engine.spec.method,
+                 o.engine.spec.k, o.engine.spec.adaptive ? ", chosen per sequence and step" : "");
   spdlog::set_level(level);  // after the startup lines, which scripts read for the port
 
   int sig = 0;
@@ -115,8 +118,11 @@ void run_serve(ServeOptions o) {
 void add_serve(CLI::App& app) {
   auto o = std::make_shared<ServeOptions>();
   CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (/v1/completions, /v1/chat/completions)");
-  cmd->add_option("-m,--model", o->model, "GGUF model file (default: the built-in random-weight model)");
-  cmd->add_option("--model-name", o->model_name, "Model id in responses and /v1/models (default: the file name stem)");
+  cmd->add_option("-m,--model", o->models,
+                  "GGUF model file, or NAME=FILE: repeat it to serve several models, a request's \"model\" picking one "
+                  "(default: the built-in random-weight model)")
+      ->allow_extra_args(false);
+  cmd->add_option("--model-name", o->model_name, "Id of the one model in responses and /v1/models (default: the file name stem)");
   cmd->add_option("--host", o->http.host, "Address or host name to listen on")->capture_default_str();
   cmd->add_option("--port", o->http.port, "Port (0: any free one)")->capture_default_str()->check(in_range(0, 65535));
   cmd->add_option("--api-key", o->api_keys,
@@ -131,7 +137,7 @@ void add_serve(CLI::App& app) {
       ->capture_default_str()->check(at_least(0));
   cmd->add_option("--rate-burst", o->api.rate_burst, "Token-bucket size for --rate-limit (default: max(1, rate))")
       ->check(at_least(0));
-  cmd->add_option("--max-queue", o->api.max_queue, "Requests that may wait beyond --max-seqs before 429")->capture_default_str()
+  cmd->add_option("--max-queue", o->api.max_queue, "Requests that may wait beyond --max-seqs before 429, per model")->capture_default_str()
       ->check(at_least(0));
   cmd->add_option("--timeout", o->request_timeout_s, "Per-request timeout, seconds (0: none)")->capture_default_str()
       ->check(at_least(0));
@@ -157,20 +163,26 @@ void add_serve(CLI::App& app) {
       ->check(at_least(1));
   cmd->add_option("--drain-timeout", o->drain_timeout_s, "Seconds to finish in-flight requests after SIGTERM")->capture_default_str()
       ->check(at_least(0));
-  cmd->add_option("-t,--threads", o->engine.threads, "Compute threads (0: default)")->capture_default_str()
+  cmd->add_option("-t,--threads", o->engine.threads, "Compute threads, shared by every model (0: default)")->capture_default_str()
       ->check(thread_count(0));
-  cmd->add_option("--kv-mem", o->kv_mem_mib, "KV cache budget, MiB (default: sized from the model, context and --max-seqs)")
+  cmd->add_option("--kv-mem", o->kv_mem_mib, "KV cache budget per model, MiB (default: sized from the model, context and --max-seqs)")
       ->check(positive());
-  cmd->add_option("--kv-type", o->kv_type, "KV cache element type: f16, q8_0 or f32")->capture_default_str();
-  cmd->add_option("--kv-blocks", o->engine.instance.kv_blocks, "Exact KV pool size in blocks (overrides --kv-mem)")
+  cmd->add_option("--kv-type", o->kv_type, "KV cache element type, every model's: f16, q8_0 or f32")->capture_default_str();
+  cmd->add_option("--kv-blocks", o->engine.instance.kv_blocks, "Exact KV pool size in blocks, per model (overrides --kv-mem)")
       ->check(at_least(1));
-  cmd->add_option("--max-seqs", o->engine.engine.max_seqs, "Sequences running at once")->capture_default_str()->check(at_least(1));
-  cmd->add_option("--max-batch-tokens", o->engine.instance.max_batch_tokens, "Tokens per engine step")->capture_default_str()
+  cmd->add_option("--max-seqs", o->engine.engine.max_seqs, "Sequences running at once, per model")->capture_default_str()->check(at_least(1));
+  cmd->add_option("--max-batch-tokens", o->engine.instance.max_batch_tokens, "Tokens per engine step, per model")->capture_default_str()
       ->check(at_least(1));
-  cmd->add_option("--ctx", o->engine.instance.max_context, "Context length (0: the model's)")->capture_default_str()
+  cmd->add_option("--ctx", o->engine.instance.max_context, "Context length, every model's (0: each model's own)")->capture_default_str()
       ->check(at_least(0));
   cmd->add_option("--log-level", o->log_level, "trace, debug, info, warn, error, off")->capture_default_str();
   add_spec_flags(cmd, o->engine.spec);
+  cmd->footer(
+      "Several models (--model NAME=FILE, repeated) share the compute threads, the HTTP and request limits and the "
+      "per-key rate limit. Each has its own KV pool (--kv-mem, --kv-blocks, --kv-type, --ctx and --max-batch-tokens "
+      "apply to each), its own --max-seqs running sequences and --max-queue waiting requests, and its own speculative "
+      "decoding: --spec applies to every model (a --draft-model must have each model's vocabulary). The engine steps "
+      "each model with work in turn, so no model starves another.");
   cmd->callback([o] { run_serve(*o); });
 }
 

@@ -10,7 +10,6 @@
 #include <spdlog/spdlog.h>
 
 #include "core/error.h"
-#include "gguf/file.h"
 #include "server/api_error.h"
 #include "server/generation.h"
 #include "server/openai_response.h"
@@ -18,8 +17,6 @@
 namespace llmserve::server {
 
 namespace {
-
-std::string token_text(const tok::Tokenizer& tok, tok::Token id) { return id >= 0 ? tok.text(id) : std::string(); }
 
 std::string client_address(const std::string& remote) {
   const size_t colon = remote.rfind(':');
@@ -68,18 +65,22 @@ ApiError with_retry(ApiError e, int seconds) {
 
 }  // namespace
 
-ApiHandler::ApiHandler(engine::Engine& engine, const model::LoadedModel& model, ApiConfig config)
+ApiHandler::ApiHandler(engine::Engine& engine, const std::vector<NamedModel>& models, ApiConfig config)
     : engine_(engine),
-      tokenizer_(model.tokenizer()),
       config_(std::move(config)),
-      template_(model.model().file().get_string("tokenizer.chat_template", ""),
-                token_text(model.tokenizer(), model.tokenizer().bos()),
-                token_text(model.tokenizer(), model.tokenizer().eos())),
-      turns_(tokenizer_),
       limiter_(config_.rate_limit, config_.rate_burst > 0 ? config_.rate_burst : std::max(1.0, config_.rate_limit)),
       cors_(config_.allowed_origins),
       next_id_(std::random_device{}()),
-      created_(static_cast<int64_t>(std::time(nullptr))) {}
+      created_(static_cast<int64_t>(std::time(nullptr))) {
+  for (const NamedModel& m : models)
+    models_.push_back(std::make_unique<ServedModel>(m.name, static_cast<int>(models_.size()), *m.model));
+}
+
+int ApiHandler::in_flight() const {
+  int n = 0;
+  for (const auto& m : models_) n += m->in_flight.load();
+  return n;
+}
 
 HttpResponse ApiHandler::error_page(int status, const std::string& message) {
   metrics_.count_http_status(status);
@@ -163,7 +164,9 @@ void ApiHandler::route(Call& call) {
     only("GET");
     std::string client;
     authorize(req, client);
-    return send(call, {200, "application/json", dump(model_list(config_.model_name, created_, engine_.info().max_context)), {}});
+    Json list = Json::array();
+    for (const auto& m : models_) list.push_back(model_object(*m));
+    return send(call, {200, "application/json", dump(model_list(std::move(list))), {}});
   }
   if (path.starts_with("/v1/models/")) {
     only("GET");
@@ -185,18 +188,39 @@ void ApiHandler::route(Call& call) {
   throw ApiError(404, "unknown request URL: " + req.method + " " + std::string(path), "invalid_request_error", {}, "unknown_url");
 }
 
+std::string ApiHandler::served_names() const {
+  std::string names;
+  for (const auto& m : models_) names += (names.empty() ? "'" : ", '") + m->name + "'";
+  return names;
+}
+
+ServedModel& ApiHandler::named_model(const std::string& name) const {
+  for (const auto& m : models_)
+    if (m->name == name) return *m;
+  throw ApiError(404, "The model '" + name + "' does not exist; this server serves " + served_names(), "invalid_request_error",
+                 "model", "model_not_found");
+}
+
+ServedModel& ApiHandler::model_for(const std::string& requested) const {
+  if (models_.size() == 1) return *models_[0];
+  if (requested.empty())
+    throw ApiError(400, "'model' is required: this server serves " + served_names(), "invalid_request_error", "model");
+  return named_model(requested);
+}
+
 Json ApiHandler::model(std::string_view encoded_id) const {
   const auto id = percent_decoded(encoded_id);
   if (!id) throw ApiError(400, "malformed %-escape in the model id", "invalid_request_error", "model");
-  if (*id != config_.model_name)
-    throw ApiError(404, "The model '" + *id + "' does not exist; this server serves '" + config_.model_name + "'",
-                   "invalid_request_error", "model", "model_not_found");
-  return model_object(config_.model_name, created_, engine_.info().max_context);
+  return model_object(named_model(*id));
 }
 
-RenderedChat ApiHandler::render_chat(const Json& messages, bool add_generation_prompt) const {
+Json ApiHandler::model_object(const ServedModel& m) const {
+  return server::model_object(m.name, created_, engine_.info(m.index).max_context);
+}
+
+RenderedChat ApiHandler::render_chat(const ServedModel& m, const Json& messages, bool add_generation_prompt) const {
   try {
-    return template_.render_prompt(messages, nullptr, add_generation_prompt, tokenizer_.special_tokens());
+    return m.chat_template.render_prompt(messages, nullptr, add_generation_prompt, m.tokenizer.special_tokens());
   } catch (const jinja::TemplateError& e) {
     throw ApiError(400, e.what(), "invalid_request_error", "messages");
   }
@@ -204,17 +228,19 @@ RenderedChat ApiHandler::render_chat(const Json& messages, bool add_generation_p
 
 Json ApiHandler::tokenize(const Json& body) const {
   const TokenizeRequest r = parse_tokenize_request(body, config_.limits);
-  const tok::Tokenizer& tok = tokenizer_;
+  const ServedModel& m = model_for(requested_model(body));
+  const tok::Tokenizer& tok = m.tokenizer;
   const std::vector<int32_t> ids = r.messages.is_null() ? tok.encode(r.text, r.add_special && tok.add_bos_by_default(), false)
-                                                        : render_chat(r.messages, r.add_generation_prompt).encode(tok);
+                                                        : render_chat(m, r.messages, r.add_generation_prompt).encode(tok);
   std::vector<std::string> pieces;
   if (r.with_pieces)
     for (int32_t id : ids) pieces.push_back(tok.piece(id, true));
-  return tokenize_response(ids, r.with_pieces ? &pieces : nullptr, engine_.info().max_context);
+  return tokenize_response(ids, r.with_pieces ? &pieces : nullptr, engine_.info(m.index).max_context);
 }
 
 Json ApiHandler::detokenize(const Json& body) const {
-  return detokenize_response(tokenizer_.decode(parse_detokenize_request(body, config_.limits, tokenizer_.n_vocab())));
+  const tok::Tokenizer& tok = model_for(requested_model(body)).tokenizer;
+  return detokenize_response(tok.decode(parse_detokenize_request(body, config_.limits, tok.n_vocab())));
 }
 
 void ApiHandler::authorize(const HttpRequest& req, std::string& client) const {
@@ -250,7 +276,8 @@ void ApiHandler::generate(Endpoint endpoint, Call& call) {
   GenerationPlan plan;
   plan.request = parse_generation_request(endpoint, parse_json_body(req.body, config_.limits.max_json_depth), config_.limits);
   GenerationRequest& r = plan.request;
-  const tok::Tokenizer& tok = tokenizer_;
+  ServedModel& model = model_for(r.model);
+  const tok::Tokenizer& tok = model.tokenizer;
   plan.stop = r.stop;
   if (endpoint == Endpoint::Completions) {
     if (r.prompt_is_tokens) {
@@ -263,19 +290,19 @@ void ApiHandler::generate(Endpoint endpoint, Call& call) {
       plan.prompt = tok.encode(r.prompt_text, tok.add_bos_by_default(), false);
     }
   } else {
-    RenderedChat chat = render_chat(r.messages, true);
+    RenderedChat chat = render_chat(model, r.messages, true);
     plan.prompt = chat.encode(tok);  // special text in message content stays text
     for (auto m = r.messages.rbegin(); m != r.messages.rend(); ++m)
       if ((*m)["role"] == "assistant") {
-        plan.prompt = turns_.splice(chat.text, (*m)["content"].get<std::string>(), std::move(plan.prompt));
+        plan.prompt = model.turns.splice(chat.text, (*m)["content"].get<std::string>(), std::move(plan.prompt));
         break;
       }
     plan.prompt_text = std::move(chat.text);
-    if (template_.is_fallback()) plan.stop.push_back("<|im_end|>");  // may be plain text in this vocabulary
+    if (model.chat_template.is_fallback()) plan.stop.push_back("<|im_end|>");  // may be plain text in this vocabulary
   }
   if (plan.prompt.empty()) throw ApiError(400, "the prompt is empty", "invalid_request_error", "prompt");
 
-  const int ctx = engine_.info().max_context;
+  const int ctx = engine_.info(model.index).max_context;
   const int prompt_len = static_cast<int>(plan.prompt.size());
   const int prompt_limit = config_.max_prompt_tokens > 0 ? std::min(config_.max_prompt_tokens, ctx - 1) : ctx - 1;
   if (prompt_len > prompt_limit)
@@ -291,30 +318,28 @@ void ApiHandler::generate(Endpoint endpoint, Call& call) {
   plan.max_new_tokens = r.max_tokens > 0 ? r.max_tokens
                                          : std::min(room, endpoint == Endpoint::Completions ? 16 : config_.limits.max_tokens);
 
-  // The bounded queue: running slots plus --max-queue waiting requests.
+  // The model's bounded queue: running slots plus --max-queue waiting requests.
   const int capacity = engine_.config().max_seqs + config_.max_queue;
-  if (in_flight_.fetch_add(r.n) + r.n > capacity) {
-    in_flight_.fetch_sub(r.n);
+  if (model.in_flight.fetch_add(r.n) + r.n > capacity) {
+    model.in_flight.fetch_sub(r.n);
     metrics_.count_rejection("queue_full");
     throw with_retry(ApiError(429, "the server is at capacity (queue full); retry later", "rate_limit_error", {}, "queue_full"), 1);
   }
 
   plan.meta = {endpoint, new_id(endpoint == Endpoint::Chat ? "chatcmpl-" : "cmpl-"), static_cast<int64_t>(std::time(nullptr)),
-               config_.model_name};
+               model.name};
   plan.remote = req.remote;
   plan.request_id = call.id;
   plan.headers = call.headers;
   plan.timeout = config_.request_timeout;
-  auto g = std::make_shared<Generation>(GenerationContext{engine_, tokenizer_, turns_, metrics_, in_flight_}, std::move(plan), call.ex);
+  auto g = std::make_shared<Generation>(GenerationContext{engine_, model, metrics_}, std::move(plan), call.ex);
   g->start();
 }
 
 std::string ApiHandler::metrics_text() const {
-  ApiGauges g;
-  g.in_flight = in_flight_.load();
-  g.open_connections = connection_count_ ? connection_count_() : 0;
-  g.draining = draining_;
-  return metrics_.render(engine_.metrics(), g, config_.model_name);
+  std::vector<ModelSeries> series;
+  for (const auto& m : models_) series.push_back({m->name, engine_.metrics(m->index), m->metrics, m->in_flight.load()});
+  return metrics_.render(series, {connection_count_ ? connection_count_() : 0, draining_.load()});
 }
 
 }  // namespace llmserve::server

@@ -2,29 +2,37 @@
 // The OpenAI-compatible API in front of the engine: routes, API keys,
 // per-key rate limits, validation, the bounded queue, draining, /metrics.
 // It answers what it can at once (errors, /v1/models, /health, /metrics)
-// and hands admitted completions to a Generation.
+// and hands admitted completions to a Generation, for the model the
+// request names (with one model: whatever it names).
 #include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "engine/engine.h"
-#include "server/chat_template.h"
 #include "server/cors.h"
 #include "server/http_server.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
-#include "server/turn_tokens.h"
 #include "server/rate_limiter.h"
+#include "server/served_model.h"
 
 namespace llmserve::server {
 
+// A model of the engine (at the same index) and its id in the API.
+struct NamedModel {
+  std::string name;
+  const model::LoadedModel* model;
+};
+
+// Every limit applies to each model alike; the rate limit is per key
+// across models.
 struct ApiConfig {
-  std::string model_name;
   RequestLimits limits;
-  int max_prompt_tokens = 0;  // 0: the engine's context
-  int max_queue = 256;        // engine requests that may wait beyond the running ones
+  int max_prompt_tokens = 0;  // 0: the model's context
+  int max_queue = 256;        // engine requests that may wait beyond a model's running ones, per model
   std::chrono::milliseconds request_timeout{600'000};  // 0: none
   double rate_limit = 0;      // requests per second per key (per client address when open); 0: off
   double rate_burst = 0;      // bucket size; 0: max(1, rate)
@@ -35,9 +43,9 @@ struct ApiConfig {
 
 class ApiHandler {
  public:
-  // Reads the chat template from the model file (throws jinja::TemplateError
-  // when it does not parse).
-  ApiHandler(engine::Engine& engine, const model::LoadedModel& model, ApiConfig config);
+  // `models`: the engine's, in its order. Reads each chat template from its
+  // model file (throws jinja::TemplateError when one does not parse).
+  ApiHandler(engine::Engine& engine, const std::vector<NamedModel>& models, ApiConfig config);
 
   // The HTTP handler.
   void handle(HttpRequest req, std::shared_ptr<Exchange> ex);
@@ -47,9 +55,9 @@ class ApiHandler {
   // New requests get 503 from now on; in-flight ones go on.
   void start_draining() { draining_ = true; }
   bool draining() const { return draining_; }
-  int in_flight() const { return in_flight_.load(); }
+  int in_flight() const;  // all models'
   void set_connection_count(std::function<int()> fn) { connection_count_ = std::move(fn); }
-  const ChatTemplate& chat_template() const { return template_; }
+  const ServedModel& served_model(int index) const { return *models_[static_cast<size_t>(index)]; }
   const ServerMetrics& metrics() const { return metrics_; }
 
  private:
@@ -65,8 +73,13 @@ class ApiHandler {
   void route(Call& call);
   void generate(Endpoint endpoint, Call& call);
   void authorize(const HttpRequest& req, std::string& client) const;
+  ServedModel& named_model(const std::string& name) const;  // 404 when none is
+  // The model a request's "model" names; with one model, any name or none.
+  ServedModel& model_for(const std::string& requested) const;
   Json model(std::string_view encoded_id) const;  // GET /v1/models/{id}
-  RenderedChat render_chat(const Json& messages, bool add_generation_prompt) const;
+  Json model_object(const ServedModel& m) const;
+  std::string served_names() const;  // for error messages
+  RenderedChat render_chat(const ServedModel& m, const Json& messages, bool add_generation_prompt) const;
   Json tokenize(const Json& body) const;
   Json detokenize(const Json& body) const;
   // `reason` (an error's message) goes into the log line.
@@ -76,14 +89,11 @@ class ApiHandler {
   std::string metrics_text() const;
 
   engine::Engine& engine_;
-  const tok::Tokenizer& tokenizer_;
+  std::vector<std::unique_ptr<ServedModel>> models_;
   ApiConfig config_;
-  ChatTemplate template_;
-  TurnTokens turns_;
   RateLimiter limiter_;
   CorsPolicy cors_;
   ServerMetrics metrics_;
-  std::atomic<int> in_flight_{0};
   std::atomic<bool> draining_{false};
   std::atomic<uint64_t> next_id_;
   std::function<int()> connection_count_;

@@ -57,7 +57,7 @@ struct Generation::Choice {
 
 // Shared with the engine's callbacks; outlives the Generation if need be.
 struct Generation::Inbox {
-  Inbox(ServerMetrics& m, std::atomic<int>& f, size_t n) : metrics(m), in_flight(f), last_token(n), stopped_by_us(n) {}
+  Inbox(ModelMetrics& m, std::atomic<int>& f, size_t n) : metrics(m), in_flight(f), last_token(n), stopped_by_us(n) {}
 
   // Engine thread. Observes metrics, queues the output and wakes the strand.
   void push(size_t i, const engine::RequestOutput& out) {
@@ -103,7 +103,7 @@ struct Generation::Inbox {
     in_flight.fetch_sub(1);
   }
 
-  ServerMetrics& metrics;
+  ModelMetrics& metrics;
   std::atomic<int>& in_flight;
   std::vector<Clock::time_point> last_token;        // engine thread only
   std::vector<std::atomic<bool>> stopped_by_us;     // cancelled after a stop string
@@ -116,7 +116,7 @@ struct Generation::Inbox {
 
 Generation::Generation(GenerationContext ctx, GenerationPlan plan, std::shared_ptr<Exchange> exchange)
     : ctx_(ctx), plan_(std::move(plan)), exchange_(std::move(exchange)) {
-  const auto& tok = ctx_.tokenizer;
+  const auto& tok = ctx_.model.tokenizer;
   for (int i = 0; i < plan_.request.n; ++i)
     choices_.push_back(std::make_unique<Choice>(static_cast<size_t>(i), tok, plan_.request.endpoint == Endpoint::Chat, plan_.stop));
 }
@@ -126,7 +126,7 @@ Generation::~Generation() = default;
 void Generation::start() {
   started_ = Clock::now();
   const size_t n = choices_.size();
-  inbox_ = std::make_shared<Inbox>(ctx_.metrics, ctx_.in_flight, n);
+  inbox_ = std::make_shared<Inbox>(ctx_.model.metrics, ctx_.model.in_flight, n);
   inbox_->exchange = exchange_;
   inbox_->generation = weak_from_this();
   exchange_->on_close([self = shared_from_this()] { self->abort("client disconnected"); });
@@ -134,7 +134,7 @@ void Generation::start() {
     self->fail(503, "the server stopped before this request finished (drain timeout)", "drain_timeout");
   });
   if (done_) {  // gone already: nothing was submitted
-    ctx_.in_flight.fetch_sub(static_cast<int>(n));
+    ctx_.model.in_flight.fetch_sub(static_cast<int>(n));
     return;
   }
   if (plan_.timeout.count() > 0)
@@ -148,6 +148,7 @@ void Generation::start() {
   uint64_t seed = plan_.request.sampling.seed;
   if (!plan_.request.seed_given) seed = std::random_device{}() * 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(Clock::now().time_since_epoch().count());
   engine::RequestParams p;
+  p.model = ctx_.model.index;
   p.prompt = plan_.prompt;
   p.sampling = plan_.request.sampling;
   p.sampling.seed = seed;  // choice i samples with seed + i
@@ -161,7 +162,7 @@ void Generation::start() {
     });
     for (size_t i = 0; i < n; ++i) choices_[i]->engine_id = id + i;
   } catch (const Error& e) {
-    ctx_.in_flight.fetch_sub(static_cast<int>(n));  // never submitted
+    ctx_.model.in_flight.fetch_sub(static_cast<int>(n));  // never submitted
     fail(503, e.what(), "engine_unavailable");
   }
 }
@@ -195,7 +196,7 @@ void Generation::on_output(size_t index, const engine::RequestOutput& out) {
 }
 
 void Generation::take_tokens(Choice& c, const engine::RequestOutput& out) {
-  const auto& tok = ctx_.tokenizer;
+  const auto& tok = ctx_.model.tokenizer;
   const bool want_logprobs = plan_.request.top_logprobs >= 0;
   for (const auto& g : out.tokens) {
     ++c.tokens;
@@ -289,7 +290,7 @@ void Generation::complete() {
   done_ = true;
   if (plan_.request.endpoint == Endpoint::Chat)
     for (const auto& c : choices_)
-      if (c->error.empty() && !c->stops.stopped()) ctx_.turns.remember(plan_.prompt_text, plan_.prompt, c->ids);
+      if (c->error.empty() && !c->stops.stopped()) ctx_.model.turns.remember(plan_.prompt_text, plan_.prompt, c->ids);
   const Usage u = usage();
   if (plan_.request.stream) {
     send_progress();
@@ -341,9 +342,10 @@ void Generation::log_line(int status, std::string_view outcome) const {
     if (!reasons.empty()) reasons += ',';
     reasons += c->finish_reason.empty() ? std::string("-") : c->finish_reason;
   }
-  spdlog::info("{} {} {} status={} n={} prompt_tokens={} completion_tokens={} ttft_ms={:.1f} e2e_ms={:.1f} finish={} request_id={} ({})",
-               plan_.meta.id, plan_.remote, plan_.request.endpoint == Endpoint::Chat ? "chat" : "completions", status,
-               choices_.size(), u.prompt_tokens, u.completion_tokens, std::max(0.0, first_token_ms_), ms_since(started_),
+  spdlog::info("{} {} {} model={} status={} n={} prompt_tokens={} completion_tokens={} ttft_ms={:.1f} e2e_ms={:.1f} finish={} "
+               "request_id={} ({})",
+               plan_.meta.id, plan_.remote, plan_.request.endpoint == Endpoint::Chat ? "chat" : "completions",
+               ctx_.model.name, status, choices_.size(), u.prompt_tokens, u.completion_tokens, std::max(0.0, first_token_ms_), ms_since(started_),
                reasons, plan_.request_id, outcome);
 }
 

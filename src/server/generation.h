@@ -19,17 +19,15 @@
 #include "server/http_server.h"
 #include "server/metrics.h"
 #include "server/openai_response.h"
+#include "server/served_model.h"
 #include "server/stop_strings.h"
-#include "server/turn_tokens.h"
 
 namespace llmserve::server {
 
 struct GenerationContext {
   engine::Engine& engine;
-  const tok::Tokenizer& tokenizer;
-  TurnTokens& turns;  // chat answers' tokens, for the next turn
-  ServerMetrics& metrics;
-  std::atomic<int>& in_flight;  // engine requests not yet finished; decremented here
+  ServedModel& model;      // the request's; its in_flight is decremented here
+  ServerMetrics& metrics;  // HTTP statuses, rejections
 };
 
 struct GenerationPlan {

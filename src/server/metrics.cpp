@@ -25,36 +25,29 @@ std::string num(double v) {
 
 class Writer {
  public:
-  explicit Writer(const std::string& model) : labels_("model_name=\"" + escape_label(model) + "\"") {}
-
   void family(const std::string& name, const char* type, const char* help) {
     out_ += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
   }
-  void sample(const std::string& name, double v, const std::string& extra = {}) {
-    out_ += name + "{" + labels_ + (extra.empty() ? "" : "," + extra) + "} " + num(v) + "\n";
+  // `labels`: `a="x",b="y"`, or empty for none.
+  void sample(const std::string& name, const std::string& labels, double v) {
+    out_ += name + (labels.empty() ? "" : "{" + labels + "}") + " " + num(v) + "\n";
   }
-  void gauge(const std::string& name, const char* help, double v) {
-    family(name, "gauge", help);
-    sample(name, v);
-  }
-  void counter(const std::string& name, const char* help, double v) {
-    family(name, "counter", help);
-    sample(name, v);
-  }
-  void histogram(const std::string& name, const char* help, const Histogram& h) {
-    family(name, "histogram", help);
+  void histogram(const std::string& name, const std::string& labels, const Histogram& h) {
+    const std::string sep = labels.empty() ? "" : labels + ",";
     const auto s = h.snapshot();
-    for (size_t i = 0; i < s.bounds.size(); ++i) sample(name + "_bucket", static_cast<double>(s.cumulative[i]), "le=\"" + num(s.bounds[i]) + "\"");
-    sample(name + "_bucket", static_cast<double>(s.count), "le=\"+Inf\"");
-    sample(name + "_sum", s.sum);
-    sample(name + "_count", static_cast<double>(s.count));
+    for (size_t i = 0; i < s.bounds.size(); ++i)
+      sample(name + "_bucket", sep + "le=\"" + num(s.bounds[i]) + "\"", static_cast<double>(s.cumulative[i]));
+    sample(name + "_bucket", sep + "le=\"+Inf\"", static_cast<double>(s.count));
+    sample(name + "_sum", labels, s.sum);
+    sample(name + "_count", labels, static_cast<double>(s.count));
   }
   std::string take() { return std::move(out_); }
 
  private:
-  std::string labels_;
   std::string out_;
 };
+
+std::string model_label(const ModelSeries& m) { return "model_name=\"" + escape_label(m.name) + "\""; }
 
 }  // namespace
 
@@ -97,7 +90,7 @@ const char* outcome_label(Outcome o) {
   return "error";
 }
 
-ServerMetrics::ServerMetrics()
+ModelMetrics::ModelMetrics()
     : time_to_first_token(kTtftBuckets),
       inter_token_latency(kItlBuckets),
       e2e_request_latency(kLatencyBuckets),
@@ -115,65 +108,89 @@ void ServerMetrics::count_rejection(const std::string& reason) {
   ++rejections_[reason];
 }
 
-std::string ServerMetrics::render(const engine::EngineMetrics& e, const ApiGauges& g, const std::string& model) const {
-  const auto& s = e.scheduler;
-  Writer w(model);
-  w.gauge("llmserve:num_requests_running", "Number of requests holding KV blocks (running).", s.running);
-  w.gauge("llmserve:num_requests_waiting", "Number of requests waiting in the engine's queue.", s.waiting);
-  w.gauge("llmserve:num_requests_in_flight", "Engine requests admitted by the API handler and not finished.", g.in_flight);
-  w.gauge("llmserve:kv_cache_usage_perc", "KV-cache usage: fraction of blocks in use (1 = full).",
-          s.blocks_total > 0 ? static_cast<double>(s.blocks_used) / s.blocks_total : 0.0);
-  w.gauge("llmserve:kv_cache_blocks_used", "KV-cache blocks referenced by live sequences.", s.blocks_used);
-  w.gauge("llmserve:kv_cache_blocks_free", "KV-cache blocks free (cached prefixes included).", s.blocks_free);
-  w.gauge("llmserve:kv_cache_blocks_total", "KV-cache blocks in the pool.", s.blocks_total);
-  w.counter("llmserve:prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.",
-            static_cast<double>(s.prefix_queried_tokens));
-  w.counter("llmserve:prefix_cache_hits_total", "Prompt tokens found in the prefix cache.",
-            static_cast<double>(s.prefix_hit_tokens));
-  w.counter("llmserve:num_preemptions_total", "Sequences preempted for lack of KV blocks.", static_cast<double>(s.preemptions));
-  w.counter("llmserve:prompt_tokens_total", "Prompt tokens of admitted requests.", static_cast<double>(e.prompt_tokens));
-  w.counter("llmserve:generation_tokens_total", "Generated tokens.", static_cast<double>(e.generated_tokens));
-  w.counter("llmserve:engine_steps_total", "Engine steps run.", static_cast<double>(e.steps));
+std::string ServerMetrics::render(const std::vector<ModelSeries>& models, const ApiGauges& g) const {
+  Writer w;
+  // A family with one sample per model.
+  auto per_model = [&](const std::string& name, const char* type, const char* help, auto value) {
+    w.family(name, type, help);
+    for (const ModelSeries& m : models) w.sample(name, model_label(m), static_cast<double>(value(m)));
+  };
+  auto per_model_histogram = [&](const std::string& name, const char* help, Histogram ModelMetrics::*h) {
+    w.family(name, "histogram", help);
+    for (const ModelSeries& m : models) w.histogram(name, model_label(m), m.requests.*h);
+  };
+  using M = const ModelSeries&;
+  per_model("llmserve:num_requests_running", "gauge", "Number of requests holding KV blocks (running).",
+            [](M m) { return m.engine.scheduler.running; });
+  per_model("llmserve:num_requests_waiting", "gauge", "Number of requests waiting in the engine's queue.",
+            [](M m) { return m.engine.scheduler.waiting; });
+  per_model("llmserve:num_requests_in_flight", "gauge", "Engine requests admitted by the API handler and not finished.",
+            [](M m) { return m.in_flight; });
+  per_model("llmserve:kv_cache_usage_perc", "gauge", "KV-cache usage: fraction of blocks in use (1 = full).", [](M m) {
+    const auto& s = m.engine.scheduler;
+    return s.blocks_total > 0 ? static_cast<double>(s.blocks_used) / s.blocks_total : 0.0;
+  });
+  per_model("llmserve:kv_cache_blocks_used", "gauge", "KV-cache blocks referenced by live sequences.",
+            [](M m) { return m.engine.scheduler.blocks_used; });
+  per_model("llmserve:kv_cache_blocks_free", "gauge", "KV-cache blocks free (cached prefixes included).",
+            [](M m) { return m.engine.scheduler.blocks_free; });
+  per_model("llmserve:kv_cache_blocks_total", "gauge", "KV-cache blocks in the pool.",
+            [](M m) { return m.engine.scheduler.blocks_total; });
+  per_model("llmserve:prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.",
+            [](M m) { return m.engine.scheduler.prefix_queried_tokens; });
+  per_model("llmserve:prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache.",
+            [](M m) { return m.engine.scheduler.prefix_hit_tokens; });
+  per_model("llmserve:num_preemptions_total", "counter", "Sequences preempted for lack of KV blocks.",
+            [](M m) { return m.engine.scheduler.preemptions; });
+  per_model("llmserve:prompt_tokens_total", "counter", "Prompt tokens of admitted requests.",
+            [](M m) { return m.engine.prompt_tokens; });
+  per_model("llmserve:generation_tokens_total", "counter", "Generated tokens.", [](M m) { return m.engine.generated_tokens; });
+  per_model("llmserve:engine_steps_total", "counter", "Engine steps run.", [](M m) { return m.engine.steps; });
   // Speculative decoding (vLLM's spec_decode names); 0 with --spec off.
-  w.counter("llmserve:spec_decode_num_drafts_total", "Decode entries that verified draft tokens.",
-            static_cast<double>(e.spec.drafts));
-  w.counter("llmserve:spec_decode_num_draft_tokens_total", "Draft tokens proposed and verified.",
-            static_cast<double>(e.spec.draft_tokens));
-  w.counter("llmserve:spec_decode_num_accepted_tokens_total", "Draft tokens accepted.",
-            static_cast<double>(e.spec.accepted_tokens));
+  per_model("llmserve:spec_decode_num_drafts_total", "counter", "Decode entries that verified draft tokens.",
+            [](M m) { return m.engine.spec.drafts; });
+  per_model("llmserve:spec_decode_num_draft_tokens_total", "counter", "Draft tokens proposed and verified.",
+            [](M m) { return m.engine.spec.draft_tokens; });
+  per_model("llmserve:spec_decode_num_accepted_tokens_total", "counter", "Draft tokens accepted.",
+            [](M m) { return m.engine.spec.accepted_tokens; });
   w.family("llmserve:spec_decode_num_accepted_tokens_per_pos_total", "counter",
            "Drafts whose token at this position (0 = first) was accepted.");
-  for (size_t i = 0; i < e.spec.accepted_per_pos.size(); ++i)
-    w.sample("llmserve:spec_decode_num_accepted_tokens_per_pos_total", static_cast<double>(e.spec.accepted_per_pos[i]),
-             "position=\"" + std::to_string(i) + "\"");
+  for (const ModelSeries& m : models)
+    for (size_t i = 0; i < m.engine.spec.accepted_per_pos.size(); ++i)
+      w.sample("llmserve:spec_decode_num_accepted_tokens_per_pos_total", model_label(m) + ",position=\"" + std::to_string(i) + "\"",
+               static_cast<double>(m.engine.spec.accepted_per_pos[i]));
 
   w.family("llmserve:request_success_total", "counter", "Finished requests by finish reason.");
-  for (Outcome o : {Outcome::Stop, Outcome::Length, Outcome::Abort, Outcome::Error})
-    w.sample("llmserve:request_success_total",
-             static_cast<double>(outcomes_[static_cast<size_t>(o)].load(std::memory_order_relaxed)),
-             std::string("finished_reason=\"") + outcome_label(o) + "\"");
+  for (const ModelSeries& m : models)
+    for (Outcome o : {Outcome::Stop, Outcome::Length, Outcome::Abort, Outcome::Error})
+      w.sample("llmserve:request_success_total", model_label(m) + ",finished_reason=\"" + outcome_label(o) + "\"",
+               static_cast<double>(m.requests.outcomes(o)));
 
-  w.histogram("llmserve:time_to_first_token_seconds", "Time to first token in seconds.", time_to_first_token);
-  w.histogram("llmserve:inter_token_latency_seconds", "Inter-token latency in seconds.", inter_token_latency);
+  per_model_histogram("llmserve:time_to_first_token_seconds", "Time to first token in seconds.", &ModelMetrics::time_to_first_token);
+  per_model_histogram("llmserve:inter_token_latency_seconds", "Inter-token latency in seconds.", &ModelMetrics::inter_token_latency);
   // vLLM's older name for the same histogram, kept for one release.
-  w.histogram("llmserve:time_per_output_token_seconds",
-              "Deprecated: llmserve:inter_token_latency_seconds under its old name.", inter_token_latency);
-  w.histogram("llmserve:e2e_request_latency_seconds", "End-to-end request latency in seconds.", e2e_request_latency);
-  w.histogram("llmserve:request_queue_time_seconds", "Time requests spent waiting before first scheduled, in seconds.",
-              request_queue_time);
-  w.histogram("llmserve:request_prompt_tokens", "Prompt tokens per request.", prompt_tokens_per_request);
-  w.histogram("llmserve:request_generation_tokens", "Generated tokens per request.", generation_tokens_per_request);
+  per_model_histogram("llmserve:time_per_output_token_seconds",
+                      "Deprecated: llmserve:inter_token_latency_seconds under its old name.", &ModelMetrics::inter_token_latency);
+  per_model_histogram("llmserve:e2e_request_latency_seconds", "End-to-end request latency in seconds.",
+                      &ModelMetrics::e2e_request_latency);
+  per_model_histogram("llmserve:request_queue_time_seconds", "Time requests spent waiting before first scheduled, in seconds.",
+                      &ModelMetrics::request_queue_time);
+  per_model_histogram("llmserve:request_prompt_tokens", "Prompt tokens per request.", &ModelMetrics::prompt_tokens_per_request);
+  per_model_histogram("llmserve:request_generation_tokens", "Generated tokens per request.",
+                      &ModelMetrics::generation_tokens_per_request);
 
-  w.gauge("llmserve:http_open_connections", "Open HTTP connections.", g.open_connections);
-  w.gauge("llmserve:server_draining", "1 while the server finishes in-flight requests before exiting.", g.draining ? 1 : 0);
+  w.family("llmserve:http_open_connections", "gauge", "Open HTTP connections.");
+  w.sample("llmserve:http_open_connections", "", g.open_connections);
+  w.family("llmserve:server_draining", "gauge", "1 while the server finishes in-flight requests before exiting.");
+  w.sample("llmserve:server_draining", "", g.draining ? 1 : 0);
   {
     std::lock_guard lock(mu_);
     w.family("llmserve:http_responses_total", "counter", "HTTP responses by status code.");
     for (const auto& [status, n] : http_status_)
-      w.sample("llmserve:http_responses_total", static_cast<double>(n), "status=\"" + std::to_string(status) + "\"");
+      w.sample("llmserve:http_responses_total", "status=\"" + std::to_string(status) + "\"", static_cast<double>(n));
     w.family("llmserve:request_rejected_total", "counter", "Requests refused by the API handler, by reason.");
     for (const auto& [reason, n] : rejections_)
-      w.sample("llmserve:request_rejected_total", static_cast<double>(n), "reason=\"" + escape_label(reason) + "\"");
+      w.sample("llmserve:request_rejected_total", "reason=\"" + escape_label(reason) + "\"", static_cast<double>(n));
   }
   return w.take();
 }

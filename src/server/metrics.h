@@ -39,16 +39,10 @@ class Histogram {
 enum class Outcome { Stop, Length, Abort, Error };
 const char* outcome_label(Outcome o);
 
-// Gauges that the API handler owns (the engine's come from EngineMetrics).
-struct ApiGauges {
-  int in_flight = 0;          // engine requests submitted and not finished
-  int open_connections = 0;
-  bool draining = false;
-};
-
-class ServerMetrics {
+// What one model's requests observed (the API handler keeps one per model).
+class ModelMetrics {
  public:
-  ServerMetrics();
+  ModelMetrics();
 
   Histogram time_to_first_token;    // seconds, per engine request
   Histogram inter_token_latency;    // seconds between consecutive tokens of one request
@@ -58,13 +52,36 @@ class ServerMetrics {
   Histogram generation_tokens_per_request;
 
   void count_outcome(Outcome o) { outcomes_[static_cast<size_t>(o)].fetch_add(1, std::memory_order_relaxed); }
-  void count_http_status(int status);
-  void count_rejection(const std::string& reason);  // rate_limit, queue_full, timeout, ...
-
-  std::string render(const engine::EngineMetrics& engine, const ApiGauges& gauges, const std::string& model_name) const;
+  uint64_t outcomes(Outcome o) const { return outcomes_[static_cast<size_t>(o)].load(std::memory_order_relaxed); }
 
  private:
   std::array<std::atomic<uint64_t>, 4> outcomes_{};
+};
+
+// One model's series, labelled model_name="name".
+struct ModelSeries {
+  std::string name;
+  engine::EngineMetrics engine;
+  const ModelMetrics& requests;
+  int in_flight = 0;  // engine requests the API handler admitted and are not finished
+};
+
+// Gauges of the whole server that the API handler owns.
+struct ApiGauges {
+  int open_connections = 0;
+  bool draining = false;
+};
+
+// The server-wide counters, and the exposition of every model's series
+// next to them (server-wide series carry no model_name).
+class ServerMetrics {
+ public:
+  void count_http_status(int status);
+  void count_rejection(const std::string& reason);  // rate_limit, queue_full, timeout, ...
+
+  std::string render(const std::vector<ModelSeries>& models, const ApiGauges& gauges) const;
+
+ private:
   mutable std::mutex mu_;
   std::map<int, uint64_t> http_status_;
   std::map<std::string, uint64_t> rejections_;

@@ -208,14 +208,19 @@ Json parse_json_body(std::string_view body, int max_depth) {
   }
 }
 
+std::string requested_model(const Json& body) {
+  if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object");
+  const Json* m = field(body, "model");
+  if (!m) return {};
+  if (!m->is_string()) bad("model", "'model' must be a string");
+  return m->get<std::string>();
+}
+
 GenerationRequest parse_generation_request(Endpoint endpoint, const Json& body, const RequestLimits& limits) {
   if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object");
   GenerationRequest r;
   r.endpoint = endpoint;
-  if (const Json* m = field(body, "model")) {
-    if (!m->is_string()) bad("model", "'model' must be a string");
-    r.model = m->get<std::string>();
-  }
+  r.model = requested_model(body);
   if (endpoint == Endpoint::Completions) parse_prompt(body, r, limits);
   else parse_messages(body, r, limits);
 

@@ -65,6 +65,10 @@ struct TokenizeRequest {
 // sees it (so a hostile body cannot exhaust the stack). Throws ApiError(400).
 Json parse_json_body(std::string_view body, int max_depth);
 
+// The body's "model" ("" when absent), for every endpoint that takes one.
+// Throws ApiError(400) when the body is no object or the field no string.
+std::string requested_model(const Json& body);
+
 // Validates a parsed body. Throws ApiError(400) with param set.
 GenerationRequest parse_generation_request(Endpoint endpoint, const Json& body, const RequestLimits& limits);
 TokenizeRequest parse_tokenize_request(const Json& body, const RequestLimits& limits);

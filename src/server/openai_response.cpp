@@ -135,9 +135,7 @@ Json model_object(const std::string& model, int64_t created, int max_model_len) 
   return {{"id", model}, {"object", "model"}, {"created", created}, {"owned_by", "llmserve"}, {"max_model_len", max_model_len}};
 }
 
-Json model_list(const std::string& model, int64_t created, int max_model_len) {
-  return {{"object", "list"}, {"data", Json::array({model_object(model, created, max_model_len)})}};
-}
+Json model_list(Json model_objects) { return {{"object", "list"}, {"data", std::move(model_objects)}}; }
 
 Json tokenize_response(const std::vector<int32_t>& ids, const std::vector<std::string>* pieces, int max_model_len) {
   Json tokens = Json::array();

@@ -45,7 +45,7 @@ Json stream_chunk(const ResponseMeta& meta, const ChoicePiece& piece, bool inclu
 Json usage_chunk(const ResponseMeta& meta, const Usage& u);
 Json full_response(const ResponseMeta& meta, const std::vector<ChoicePiece>& choices, const Usage& u);
 Json model_object(const std::string& model, int64_t created, int max_model_len);
-Json model_list(const std::string& model, int64_t created, int max_model_len);
+Json model_list(Json model_objects);  // {"object": "list", "data": model_objects}
 // /tokenize: {"tokens": ids, or [{"id", "piece"}] when pieces are given, "count", "max_model_len"}.
 Json tokenize_response(const std::vector<int32_t>& ids, const std::vector<std::string>* pieces, int max_model_len);
 // /detokenize: the text under llama-server's key and vLLM's.

@@ -2,6 +2,7 @@
 
 #include <thread>
 
+#include "core/error.h"
 #include "server/openai_response.h"
 
 namespace llmserve::server {
@@ -15,20 +16,24 @@ model::InstanceConfig instance_config(const ModelConfig& m) {
   return c;
 }
 
-engine::EngineConfig engine_config(const ModelConfig& m, const engine::Speculation& spec) {
-  engine::EngineConfig c = m.engine;
-  if (spec.enabled()) c.spec = {spec.config()};
-  return c;
-}
-
 }  // namespace
 
 Server::Server(const ModelConfig& m, ApiConfig api_config, HttpConfig http_config)
-    : pool_(std::make_unique<ThreadPool>(m.threads > 0 ? m.threads : default_thread_count())),
-      model_(model::LoadedModel::load(m.path, *pool_, instance_config(m))),
-      spec_(std::make_unique<engine::Speculation>(m.spec, *model_, *pool_, instance_config(m))),
-      engine_(std::make_unique<engine::Engine>(std::vector<model::Instance*>{model_.get()}, engine_config(m, *spec_))),
-      api_(std::make_unique<ApiHandler>(*engine_, *model_, std::move(api_config))) {
+    : pool_(std::make_unique<ThreadPool>(m.threads > 0 ? m.threads : default_thread_count())) {
+  if (m.models.empty()) throw Error("no model to serve");
+  engine::EngineConfig engine_config = m.engine;
+  engine_config.spec.clear();  // from m.spec, by model below
+  std::vector<model::Instance*> instances;
+  std::vector<NamedModel> named;
+  for (const ModelFile& f : m.models) {
+    models_.push_back(model::LoadedModel::load(f.path, *pool_, instance_config(m)));
+    specs_.push_back(std::make_unique<engine::Speculation>(m.spec, *models_.back(), *pool_, instance_config(m)));
+    engine_config.spec.push_back(specs_.back()->config());  // no proposer: off
+    instances.push_back(models_.back().get());
+    named.push_back({f.name, models_.back().get()});
+  }
+  engine_ = std::make_unique<engine::Engine>(std::move(instances), std::move(engine_config));
+  api_ = std::make_unique<ApiHandler>(*engine_, named, std::move(api_config));
   ApiHandler* g = api_.get();
   http_ = std::make_unique<HttpServer>(
       std::move(http_config), [g](HttpRequest req, std::shared_ptr<Exchange> ex) { g->handle(std::move(req), std::move(ex)); },

@@ -365,6 +365,42 @@ TEST(Cli, ServeListensOnHostNamesAndPrintsIpv6InBrackets) {
   EXPECT_NE(v6_line.find(" on http://[::1]:"), std::string::npos) << v6.output();
 }
 
+// serve's models: NAME=FILE, repeatable; every name or file that cannot
+// work is one "error: --model ..." line and exit 1, before anything loads.
+TEST(Cli, ServeRefusesBadModelFlags) {
+  const std::string f = tiny_model(), absent = temp_path("absent.gguf");
+  const std::pair<std::string, std::string> cases[] = {
+      {"-m =" + f, "error: --model =" + f + ": the name before '=' is empty"},
+      {"-m a/b=" + f, "error: --model a/b=" + f + ": the name 'a/b' may hold only"},
+      {"-m 'a b=" + f + "'", "error: --model a b=" + f + ": the name 'a b' may hold only"},
+      {"-m ..=" + f, "error: --model ..=" + f + ": the name '..' is a path segment"},
+      {"-m a=" + f + " -m a=" + f, "error: --model a=" + f + ": the name 'a' is given twice"},
+      {"-m a=" + f + " -m b=" + absent, "error: --model b=" + absent + ": no such file"},
+      {"-m " + absent, "error: --model " + absent + ": no such file"},
+      {"-m " + f + " -m b=" + f, "error: --model " + f + ": with several models, give each as NAME=FILE"},
+      {"-m a=" + f + " --model-name x", "error: --model-name: "},
+  };
+  for (const auto& [args, message] : cases) {
+    const Result r = run("serve --port 0 " + args);
+    EXPECT_EQ(r.exit_code, 1) << args << ": " << r.out;
+    EXPECT_TRUE(r.out.starts_with(message)) << args << ": " << r.out;
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << args << ": " << r.out;
+  }
+}
+
+// Two models: the first start-up line names both (scripts read its
+// "on http://HOST:PORT "), then a line per model.
+TEST(Cli, ServeTwoModelsLogsEachModel) {
+  ServeProcess serve("-m first=" + tiny_model() + " --model second=" + tiny_model() + " --port 0 -t 1 --max-seqs 2");
+  const std::string line = serve.line_with(" on http://");
+  EXPECT_NE(line.find("serving first, second on http://"), std::string::npos) << serve.output();
+  EXPECT_NE(serve.line_with("model first ("), "") << serve.output();
+  const std::string second = serve.line_with("model second (");
+  EXPECT_NE(second.find("max seqs 2 | queue 256 | KV cache: "), std::string::npos) << serve.output();
+  serve.signal(SIGTERM);
+  EXPECT_EQ(serve.exit_code(), 0) << serve.output();
+}
+
 // A second SIGTERM during the drain exits at once, with a shell's code for
 // the signal (128 + 15), while requests are still being answered.
 TEST(Cli, SecondSignalDuringTheDrainExitsAtOnce) {

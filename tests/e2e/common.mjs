@@ -37,7 +37,8 @@ export async function metrics() {
     const m = line.match(/^([^{]+)\{([^}]*)\} (.+)$/);
     if (!m) continue;
     const reason = m[2].match(/finished_reason="([^"]+)"/);
-    values[m[1] + (reason ? `:${reason[1]}` : '')] = Number(m[3]);
+    const key = m[1] + (reason ? `:${reason[1]}` : '');
+    values[key] = (values[key] ?? 0) + Number(m[3]);  // summed over models
   }
   return values;
 }

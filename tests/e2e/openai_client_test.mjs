@@ -1,6 +1,7 @@
 // The official `openai` npm client against `llmserve serve` on loopback.
-// The server runs stories260K (no chat template: ChatML fallback) with
-//   --api-key sk-main --api-key sk-burst --rate-limit 20 --rate-burst 40 --max-body 65536
+// The server runs stories260K (no chat template: ChatML fallback), which
+// every request names, and TinyStories-656K with
+//   -m stories260K=FILE -m TinyStories-656K=FILE --api-key sk-main --api-key sk-burst --rate-limit 20 --rate-burst 40 --max-body 65536
 //   --allowed-origins http://app.example
 import OpenAI from 'openai';
 import { BASE, test, finish, deadline, waitIdle, assert } from './common.mjs';
@@ -23,9 +24,11 @@ async function expectError(promise, status, type) {
   throw new Error(`expected HTTP ${status}, but the request succeeded`);
 }
 
-await test('models', async () => {
+await test('models: both listed, each answering under its name', async () => {
   const list = await client.models.list();
-  assert(list.data.length === 1 && list.data[0].id === model, JSON.stringify(list.data));
+  assert(list.data.map((m) => m.id).join() === `${model},TinyStories-656K`, JSON.stringify(list.data));
+  const r = await client.completions.create({ model: 'TinyStories-656K', prompt: 'Once upon a time', max_tokens: 4 });
+  assert(r.model === 'TinyStories-656K', JSON.stringify(r));
 });
 
 await test('CORS: preflight, then a cross-origin request from an allowed origin', async () => {
@@ -58,9 +61,11 @@ await test('models.retrieve', async () => {
   assert(e.code === 'model_not_found', `code ${e.code}`);
 });
 
+// A request to /tokenize or /detokenize, for `model`.
 async function post(path, body) {
   const res = await fetch(`${BASE}${path}`, {
-    method: 'POST', headers: { authorization: 'Bearer sk-main', 'content-type': 'application/json' }, body: JSON.stringify(body),
+    method: 'POST', headers: { authorization: 'Bearer sk-main', 'content-type': 'application/json' },
+    body: JSON.stringify({ model, ...body }),
   });
   return { status: res.status, body: await res.json() };
 }

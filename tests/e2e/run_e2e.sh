@@ -7,9 +7,11 @@ set -euo pipefail
 bin=$1 models=$2 work=$3 which=$4 sanitized=${5:-0}
 here=$(cd "$(dirname "$0")" && pwd)
 model=$models/stories260K.gguf
+second=$models/TinyStories-656K.f16.gguf
 
 command -v node >/dev/null && command -v npm >/dev/null || { echo "SKIP: node/npm not installed"; exit 77; }
-[ -f "$model" ] || { echo "SKIP: $model not found (../shared/models is absent)"; exit 77; }
+skip_without() { [ -f "$1" ] || { echo "SKIP: $1 not found (../shared/models is absent)"; exit 77; }; }
+skip_without "$model"
 
 mkdir -p "$work"
 if [ ! -f "$work/node_modules/openai/package.json" ]; then
@@ -23,8 +25,10 @@ pid=
 cleanup() { [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null || true; }
 trap cleanup EXIT
 
+# start_server SERVE-FLAGS... (the models' among them)
 start_server() {
-  "$bin" serve -m "$model" --host 127.0.0.1 --port 0 -t 1 --kv-mem 256 "$@" >"$log" 2>&1 &
+  : >"$log"  # emptied here, not in the background job: the loop below must not read the last run's port
+  "$bin" serve --host 127.0.0.1 --port 0 -t 1 --kv-mem 256 "$@" >"$log" 2>&1 &
   pid=$!
   for _ in $(seq 1 200); do
     port=$(sed -n 's/.* on http:\/\/127\.0\.0\.1:\([0-9]*\) .*/\1/p' "$log" | head -1)
@@ -46,12 +50,13 @@ stop_server() {
 
 case $which in
   client)
-    start_server --api-key sk-main --api-key sk-burst --rate-limit 20 --rate-burst 40 --max-body 65536 \
-      --allowed-origins http://app.example
+    skip_without "$second"
+    start_server -m stories260K="$model" -m TinyStories-656K="$second" --api-key sk-main --api-key sk-burst \
+      --rate-limit 20 --rate-burst 40 --max-body 65536 --allowed-origins http://app.example
     LLMSERVE_URL=http://127.0.0.1:$port node "$work/openai_client_test.mjs"
     stop_server ;;
   load)
-    start_server --max-queue 128 --max-seqs 64 --timeout 120 --log-level warn
+    start_server -m "$model" --max-queue 128 --max-seqs 64 --timeout 120 --log-level warn
     check_rss=1
     [ "$sanitized" = 1 ] && check_rss=0  # ASan's quarantine holds freed memory on purpose
     LLMSERVE_URL=http://127.0.0.1:$port LLMSERVE_PID=$pid LLMSERVE_CHECK_RSS=$check_rss node "$work/load_test.mjs"

@@ -1,8 +1,8 @@
 // The engine end to end on real, synthetic and fake models: batched greedy
 // output equals each prompt run alone, also with prefix-cache hits (of
 // generated blocks too), preemption, chunked prefill, n choices forked from
-// one prompt and two models in one engine; no KV block leaks; bad requests
-// fail alone.
+// one prompt and two models in one engine, neither starving the other; no
+// KV block leaks; bad requests fail alone.
 #include <gtest/gtest.h>
 
 #include <condition_variable>
@@ -244,6 +244,59 @@ TEST(Engine, TwoModelsShareOneEngine) {
   RequestParams bad = greedy(prompts_a[0], 4);
   bad.model = 2;
   EXPECT_THROW(engine.submit(bad, [](const RequestOutput&) {}), Error);
+}
+
+// One model flooded with long requests does not hold back another: the
+// engine steps each model with work in turn, so a short request to the
+// second model finishes while the first has run about as many steps.
+TEST(Engine, AFloodedModelDoesNotStarveAnother) {
+  struct Progress {
+    std::mutex mu;
+    std::condition_variable cv;
+    int flood_tokens = 0, flood_finished = 0;
+    bool other_finished = false;
+    int other_tokens = 0, flood_tokens_then = 0, flood_finished_then = 0;
+  } progress;
+  engine::testing::FakeInstance flooded(256, 4, 64, 96, 16), other(64, 4, 64, 96, 16);
+  const int max_seqs = 4, flood = 32, flood_len = 80;
+  Engine engine({&flooded, &other}, {.max_seqs = max_seqs});
+  for (int i = 0; i < flood; ++i) {
+    RequestParams p = greedy({1, 2, 3, 4, 5, 6, 7, static_cast<int32_t>(8 + i)}, flood_len);
+    p.ignore_eos = true;
+    engine.submit(p, [&](const RequestOutput& out) {
+      std::lock_guard lock(progress.mu);
+      progress.flood_tokens += static_cast<int>(out.tokens.size());
+      progress.flood_finished += out.finished;
+      progress.cv.notify_all();
+    });
+  }
+  int flood_tokens_before = 0;
+  {
+    std::unique_lock lock(progress.mu);
+    progress.cv.wait(lock, [&] { return progress.flood_tokens > 0; });  // the flood is running
+    flood_tokens_before = progress.flood_tokens;
+  }
+  RequestParams p = greedy({9, 8, 7, 6, 5, 4, 3, 2}, 16);
+  p.ignore_eos = true;
+  p.model = 1;
+  engine.submit(p, [&](const RequestOutput& out) {  // on the engine thread, as the flood's callbacks
+    std::lock_guard lock(progress.mu);
+    progress.other_tokens += static_cast<int>(out.tokens.size());
+    if (!out.finished) return;
+    progress.other_finished = true;
+    progress.flood_tokens_then = progress.flood_tokens;
+    progress.flood_finished_then = progress.flood_finished;
+    progress.cv.notify_all();
+  });
+  std::unique_lock lock(progress.mu);
+  progress.cv.wait(lock, [&] { return progress.other_finished; });
+  EXPECT_EQ(progress.other_tokens, 16);
+  // One flood step per step of the other model, plus the steps under way
+  // when it was submitted and when its request was taken in.
+  const int other_steps = static_cast<int>(engine.metrics(1).steps);
+  EXPECT_LE(other_steps, 16);
+  EXPECT_LE(progress.flood_tokens_then - flood_tokens_before, max_seqs * (other_steps + 2));
+  EXPECT_EQ(progress.flood_finished_then, 0);  // the flood needs flood / max_seqs * flood_len steps
 }
 
 // Quantized weights give a generated token's KV the bits a prompt would:

@@ -8,8 +8,9 @@
 namespace llmserve::server {
 namespace {
 
-// Every non-comment line is "name{labels} value" with a numeric value, and
-// every sample's family has HELP and TYPE lines before it.
+// Every non-comment line is "name{labels} value" or "name value" with a
+// numeric value, and every sample's family has one HELP and one TYPE line
+// before it.
 void expect_valid_exposition(const std::string& text) {
   std::istringstream in(text);
   std::set<std::string> typed;
@@ -21,20 +22,19 @@ void expect_valid_exposition(const std::string& text) {
       std::string name, type;
       l >> name >> type;
       EXPECT_TRUE(type == "counter" || type == "gauge" || type == "histogram") << line;
-      typed.insert(name);
+      EXPECT_TRUE(typed.insert(name).second) << "a second TYPE for " << name;
       continue;
     }
     const size_t brace = line.find('{');
-    const size_t close = line.rfind('}');
-    ASSERT_NE(brace, std::string::npos) << line;
-    ASSERT_NE(close, std::string::npos) << line;
-    std::string name = line.substr(0, brace);
+    const size_t value_at = brace == std::string::npos ? line.find(' ') + 1 : line.rfind('}') + 2;
+    ASSERT_GT(value_at, 0u) << line;
+    std::string name = line.substr(0, brace == std::string::npos ? value_at - 1 : brace);
     for (const char* suffix : {"_bucket", "_sum", "_count"})
       if (!typed.count(name) && name.ends_with(suffix)) name.resize(name.size() - std::string(suffix).size());
     EXPECT_TRUE(typed.count(name)) << "no TYPE for " << line;
     EXPECT_TRUE(name.starts_with("llmserve:")) << line;
     size_t pos = 0;
-    std::stod(line.substr(close + 2), &pos);
+    std::stod(line.substr(value_at), &pos);
     EXPECT_GT(pos, 0u) << line;
   }
 }
@@ -52,13 +52,14 @@ TEST(Histogram, CumulativeBucketsSumAndCount) {
 }
 
 TEST(ServerMetrics, RendersVllmStyleNames) {
-  ServerMetrics m;
+  ModelMetrics m;
   m.time_to_first_token.observe(0.02);
   m.inter_token_latency.observe(0.004);
   m.count_outcome(Outcome::Stop);
   m.count_outcome(Outcome::Abort);
-  m.count_http_status(200);
-  m.count_rejection("queue_full");
+  ServerMetrics server;
+  server.count_http_status(200);
+  server.count_rejection("queue_full");
   engine::EngineMetrics e;
   e.scheduler.running = 2;
   e.scheduler.waiting = 1;
@@ -72,7 +73,7 @@ TEST(ServerMetrics, RendersVllmStyleNames) {
   e.spec.draft_tokens = 28;
   e.spec.accepted_tokens = 19;
   e.spec.accepted_per_pos = {7, 6, 4, 2};
-  const std::string text = m.render(e, {3, 5, false}, "my \"model\"");
+  const std::string text = server.render({{"my \"model\"", e, m, 3}}, {5, false});
   expect_valid_exposition(text);
   for (const char* needle : {
            "llmserve:num_requests_running{model_name=\"my \\\"model\\\"\"} 2\n",
@@ -92,11 +93,39 @@ TEST(ServerMetrics, RendersVllmStyleNames) {
            "# TYPE llmserve:e2e_request_latency_seconds histogram\n",
            "# TYPE llmserve:request_queue_time_seconds histogram\n",
            "# TYPE llmserve:num_preemptions_total counter\n",
-           "llmserve:request_rejected_total{model_name=\"my \\\"model\\\"\",reason=\"queue_full\"} 1\n",
+           "llmserve:num_requests_in_flight{model_name=\"my \\\"model\\\"\"} 3\n",
+           "llmserve:request_rejected_total{reason=\"queue_full\"} 1\n",
+           "llmserve:http_responses_total{status=\"200\"} 1\n",
+           "llmserve:http_open_connections 5\n",
            "llmserve:spec_decode_num_drafts_total{model_name=\"my \\\"model\\\"\"} 7\n",
            "llmserve:spec_decode_num_draft_tokens_total{model_name=\"my \\\"model\\\"\"} 28\n",
            "llmserve:spec_decode_num_accepted_tokens_total{model_name=\"my \\\"model\\\"\"} 19\n",
            "llmserve:spec_decode_num_accepted_tokens_per_pos_total{model_name=\"my \\\"model\\\"\",position=\"3\"} 2\n",
+       })
+    EXPECT_NE(text.find(needle), std::string::npos) << needle;
+}
+
+// Several models: each family once, with a series per model.
+TEST(ServerMetrics, RendersEveryModelsSeriesUnderOneFamily) {
+  ModelMetrics a, b;
+  a.count_outcome(Outcome::Stop);
+  b.time_to_first_token.observe(0.5);
+  engine::EngineMetrics ea, eb;
+  ea.generated_tokens = 7;
+  eb.generated_tokens = 9;
+  eb.spec.accepted_per_pos = {1};
+  const std::string text = ServerMetrics().render({{"a", ea, a, 1}, {"b", eb, b, 2}}, {0, false});
+  expect_valid_exposition(text);
+  for (const char* needle : {
+           "llmserve:generation_tokens_total{model_name=\"a\"} 7\n",
+           "llmserve:generation_tokens_total{model_name=\"b\"} 9\n",
+           "llmserve:num_requests_in_flight{model_name=\"b\"} 2\n",
+           "llmserve:request_success_total{model_name=\"a\",finished_reason=\"stop\"} 1\n",
+           "llmserve:request_success_total{model_name=\"b\",finished_reason=\"stop\"} 0\n",
+           "llmserve:time_to_first_token_seconds_count{model_name=\"a\"} 0\n",
+           "llmserve:time_to_first_token_seconds_count{model_name=\"b\"} 1\n",
+           "llmserve:spec_decode_num_accepted_tokens_per_pos_total{model_name=\"b\",position=\"0\"} 1\n",
+           "llmserve:server_draining 0\n",
        })
     EXPECT_NE(text.find(needle), std::string::npos) << needle;
 }

@@ -55,7 +55,7 @@ class LogCapture {
 };
 
 struct Options {
-  std::string model;  // empty: the synthetic tiny model
+  std::vector<ModelFile> models;  // empty: the synthetic tiny model, named "tiny"
   ApiConfig api;
   HttpConfig http;
   int max_seqs = 8;
@@ -66,12 +66,11 @@ class ServerTest : public ::testing::Test {
  protected:
   void start(Options o = {}) {
     ModelConfig e;
-    e.path = o.model.empty() ? model_file() : o.model;
+    e.models = o.models.empty() ? std::vector<ModelFile>{{"tiny", model_file()}} : o.models;
     e.threads = 1;
     e.instance.kv_blocks = 256;
     e.engine.max_seqs = o.max_seqs;
     e.spec = o.spec;
-    o.api.model_name = "tiny";
     o.http.port = 0;
     server_ = std::make_unique<Server>(e, o.api, o.http);
     server_->start();

@@ -206,7 +206,7 @@ TEST_F(ServerTest, ChoicesCountThePromptOnce) {
 TEST_F(ServerTest, ChatNextTurnFindsThePreviousTurnInThePrefixCache) {
   REQUIRE_MODEL(path, "tinystories-656k-q8_0.gguf");
   Options o;
-  o.model = path;
+  o.models = {{"tiny", path}};
   start(o);
   for (const char* question : {"Tell me a story about a cat.", "What did the dog do?"}) {
     Json messages = Json::array({{{"role", "user"}, {"content", question}}});

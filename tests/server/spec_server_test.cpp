@@ -1,6 +1,7 @@
 // Speculative decoding through the server: greedy answers are the ones
-// plain decoding gives, the spec_decode counters count, a request can opt
-// out, and bad options or a bad request field are refused clearly.
+// plain decoding gives, the spec_decode counters count (per model), a
+// request can opt out, and bad options or a bad request field are refused
+// clearly.
 #include "server_fixture.h"
 
 namespace llmserve::server {
@@ -69,6 +70,27 @@ TEST_F(SpecServerTest, SelfDraftGreedyAnswersEqualPlainOnes) {
   EXPECT_GT(metric_total("llmserve:spec_decode_num_accepted_tokens_total"), 0);
 }
 
+// --spec gives every model a proposer of its own: a request to the second
+// model drafts, and the drafts count under its name.
+TEST_F(SpecServerTest, EveryModelDraftsWithItsOwnProposer) {
+  Options o;
+  o.models = {{"a", model_file()}, {"b", model_file()}};
+  o.spec = always("ngram", 4);
+  start(o);
+  Json body = greedy_completion(kPrompts[0]);
+  body["model"] = "b";
+  ASSERT_EQ(post("/v1/completions", body).status, 200);
+  HttpClient c = client();
+  const std::string text = c.request("GET", "/metrics", "").body;
+  auto drafts = [&](const std::string& model) {
+    const std::string series = "\nllmserve:spec_decode_num_drafts_total{model_name=\"" + model + "\"} ";
+    const size_t at = text.find(series);
+    return at == std::string::npos ? -1.0 : std::stod(text.substr(at + series.size()));
+  };
+  EXPECT_EQ(drafts("a"), 0) << text;
+  EXPECT_GT(drafts("b"), 0) << text;
+}
+
 TEST_F(SpecServerTest, SpeculativeOfTheWrongTypeIs400) {
   start_with(always("ngram", 2));
   const HttpResult r = post("/v1/completions", {{"prompt", "Hi"}, {"speculative", "yes"}});
@@ -79,7 +101,7 @@ TEST_F(SpecServerTest, SpeculativeOfTheWrongTypeIs400) {
 TEST(SpecServerOptions, BadOptionsAreRefusedAtStartUp) {
   auto refused = [](engine::SpeculationOptions s, const std::string& words) {
     ModelConfig e;
-    e.path = model_file();
+    e.models = {{"tiny", model_file()}};
     e.threads = 1;
     e.instance.kv_blocks = 64;
     e.spec = std::move(s);

@@ -1,0 +1,29 @@
+#pragma once
+// One model as the API serves it: its id, its place in the engine, and
+// what its requests use of their own: tokenizer, chat template, the tokens
+// of its recent chat answers, metrics and a bounded queue.
+#include <atomic>
+#include <string>
+
+#include "model/instance.h"
+#include "server/chat_template.h"
+#include "server/metrics.h"
+#include "server/turn_tokens.h"
+
+namespace llmserve::server {
+
+struct ServedModel {
+  // Reads the chat template from the model file (throws jinja::TemplateError
+  // when it does not parse).
+  ServedModel(std::string name, int index, const model::LoadedModel& model);
+
+  const std::string name;  // the id in /v1/models and in a request's "model"
+  const int index;         // the engine's (RequestParams::model)
+  const tok::Tokenizer& tokenizer;
+  const ChatTemplate chat_template;
+  TurnTokens turns;
+  ModelMetrics metrics;
+  std::atomic<int> in_flight{0};  // engine requests admitted and not finished
+};
+
+}  // namespace llmserve::server

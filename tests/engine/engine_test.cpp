@@ -254,32 +254,16 @@ TEST(Engine, AFloodedModelDoesNotStarveAnother) {
     std::mutex mu;
     std::condition_variable cv;
     int flood_tokens = 0, flood_finished = 0;
-    bool other_finished = false;
-    int other_tokens = 0, flood_tokens_then = 0, flood_finished_then = 0;
+    bool other_submitted = false, other_finished = false;
+    int other_tokens = 0, flood_tokens_before = 0, flood_tokens_then = 0, flood_finished_then = 0;
   } progress;
   engine::testing::FakeInstance flooded(256, 4, 64, 96, 16), other(64, 4, 64, 96, 16);
   const int max_seqs = 4, flood = 32, flood_len = 80;
   Engine engine({&flooded, &other}, {.max_seqs = max_seqs});
-  for (int i = 0; i < flood; ++i) {
-    RequestParams p = greedy({1, 2, 3, 4, 5, 6, 7, static_cast<int32_t>(8 + i)}, flood_len);
-    p.ignore_eos = true;
-    engine.submit(p, [&](const RequestOutput& out) {
-      std::lock_guard lock(progress.mu);
-      progress.flood_tokens += static_cast<int>(out.tokens.size());
-      progress.flood_finished += out.finished;
-      progress.cv.notify_all();
-    });
-  }
-  int flood_tokens_before = 0;
-  {
-    std::unique_lock lock(progress.mu);
-    progress.cv.wait(lock, [&] { return progress.flood_tokens > 0; });  // the flood is running
-    flood_tokens_before = progress.flood_tokens;
-  }
-  RequestParams p = greedy({9, 8, 7, 6, 5, 4, 3, 2}, 16);
-  p.ignore_eos = true;
-  p.model = 1;
-  engine.submit(p, [&](const RequestOutput& out) {  // on the engine thread, as the flood's callbacks
+  RequestParams o = greedy({9, 8, 7, 6, 5, 4, 3, 2}, 16);
+  o.ignore_eos = true;
+  o.model = 1;
+  auto on_other = [&](const RequestOutput& out) {
     std::lock_guard lock(progress.mu);
     progress.other_tokens += static_cast<int>(out.tokens.size());
     if (!out.finished) return;
@@ -287,15 +271,31 @@ TEST(Engine, AFloodedModelDoesNotStarveAnother) {
     progress.flood_tokens_then = progress.flood_tokens;
     progress.flood_finished_then = progress.flood_finished;
     progress.cv.notify_all();
-  });
+  };
+  // The other model's request is submitted from the flood's first tokens'
+  // callback (on the engine thread), so the count starts without a race.
+  for (int i = 0; i < flood; ++i) {
+    RequestParams p = greedy({1, 2, 3, 4, 5, 6, 7, static_cast<int32_t>(8 + i)}, flood_len);
+    p.ignore_eos = true;
+    engine.submit(p, [&](const RequestOutput& out) {
+      std::lock_guard lock(progress.mu);
+      progress.flood_tokens += static_cast<int>(out.tokens.size());
+      progress.flood_finished += out.finished;
+      if (progress.flood_tokens > 0 && !progress.other_submitted) {
+        progress.other_submitted = true;
+        progress.flood_tokens_before = progress.flood_tokens;
+        engine.submit(o, on_other);
+      }
+    });
+  }
   std::unique_lock lock(progress.mu);
   progress.cv.wait(lock, [&] { return progress.other_finished; });
   EXPECT_EQ(progress.other_tokens, 16);
-  // One flood step per step of the other model, plus the steps under way
-  // when it was submitted and when its request was taken in.
+  // One flood step per step of the other model, plus the step under way
+  // when it was submitted and the one before its request was taken in.
   const int other_steps = static_cast<int>(engine.metrics(1).steps);
   EXPECT_LE(other_steps, 16);
-  EXPECT_LE(progress.flood_tokens_then - flood_tokens_before, max_seqs * (other_steps + 2));
+  EXPECT_LE(progress.flood_tokens_then - progress.flood_tokens_before, max_seqs * (other_steps + 2));
   EXPECT_EQ(progress.flood_finished_then, 0);  // the flood needs flood / max_seqs * flood_len steps
 }
 

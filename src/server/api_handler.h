@@ -2,7 +2,7 @@
 // The OpenAI-compatible API in front of the engine: routes, API keys,
 // per-key rate limits, validation, the bounded queue, draining, /metrics.
 // It answers what it can at once (errors, /v1/models, /health, /metrics)
-// and hands admitted completions to a Generation.
+// and hands admitted completions to a Generation, embeddings to an Embedding.
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -64,6 +64,9 @@ class ApiHandler {
   void preflight(Call& call);
   void route(Call& call);
   void generate(Endpoint endpoint, Call& call);
+  void embed(Call& call);
+  void admit_client(Call& call);  // draining, API key, rate limit: throws ApiError
+  void reserve_queue(int requests);  // the bounded queue: throws ApiError(429) when full
   void authorize(const HttpRequest& req, std::string& client) const;
   Json model(std::string_view encoded_id) const;  // GET /v1/models/{id}
   RenderedChat render_chat(const Json& messages, bool add_generation_prompt) const;

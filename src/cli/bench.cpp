@@ -218,11 +218,14 @@ void add_bench(CLI::App& app) {
   cmd->add_option("--reps", o->reps, "Repetitions (min and median reported)")->capture_default_str();
   cmd->add_option("--kv-type", o->kv_type, "KV cache type: f16, f32 or q8_0")->capture_default_str();
   cmd->add_option("--batch", o->batches, "Batch sizes for the engine sweep, e.g. 1,2,4,8,16,32")->delimiter(',');
+  cmd->add_flag("--embed", o->embed, "Embedding vs prefill tokens/s through the engine (-p tokens per input)");
   cmd->add_flag("--json", o->json, "One JSON object per result line");
   add_spec_flags(cmd, o->spec);
   cmd->callback([o] {
     if (o->spec.method != "off")
       run_spec_bench(*o, o->spec);
+    else if (o->embed)
+      run_embed_bench(*o);
     else if (o->batches.empty())
       run_single_bench(*o);
     else

@@ -18,6 +18,7 @@ struct BenchOptions {
   int reps = 3;
   bool json = false;
   std::vector<int> batches;   // --batch: engine sweep instead of single-sequence pp/tg
+  bool embed = false;         // --embed: embedding vs prefill throughput through the engine instead
   std::string kv_type = "f16";
   engine::SpeculationOptions spec;  // --spec: speculative vs plain decoding instead
 };
@@ -37,6 +38,7 @@ constexpr size_t kReadProbeBytes = size_t{1} << 30;
 
 void run_single_bench(const BenchOptions& o);  // bench.cpp
 void run_batch_bench(const BenchOptions& o);   // bench_batch.cpp
+void run_embed_bench(const BenchOptions& o);   // bench_embed.cpp
 void run_spec_bench(const BenchOptions& o, const engine::SpeculationOptions& spec);  // bench_spec.cpp
 
 // F32, F16, BF16: weights whose peak is the f32 FMA rate, not the int8 one.

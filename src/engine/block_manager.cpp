@@ -73,28 +73,33 @@ int BlockManager::match_prefix(std::span<const int32_t> tokens, OnHit&& on_hit) 
   return static_cast<int>(n);
 }
 
+// A prefill-only sequence computes every token: the cache has nothing for it.
+std::span<const int32_t> BlockManager::reusable(const Sequence& seq) {
+  return seq.prefill_only ? std::span<const int32_t>() : seq.all_tokens();
+}
+
 int BlockManager::cached_prefix_tokens(const Sequence& seq) const {
-  return match_prefix(seq.all_tokens(), [](int) {}) * block_size_;
+  return match_prefix(reusable(seq), [](int) {}) * block_size_;
 }
 
 bool BlockManager::can_allocate(const Sequence& seq) const {
   // Hits on blocks other sequences hold cost nothing; hits on free blocks
   // leave the free list just like fresh blocks do.
   int shared = 0;
-  match_prefix(seq.all_tokens(), [&](int b) { shared += blocks_[static_cast<size_t>(b)].ref_count > 0; });
+  match_prefix(reusable(seq), [&](int b) { shared += blocks_[static_cast<size_t>(b)].ref_count > 0; });
   return blocks_for(seq.num_tokens()) - shared <= num_free_;
 }
 
 void BlockManager::allocate(Sequence& seq) {
   if (!seq.block_table.empty()) fail("sequence " + std::to_string(seq.id()) + " already holds blocks");
   if (!can_allocate(seq)) fail("not enough free blocks for sequence " + std::to_string(seq.id()));
-  const int hits = match_prefix(seq.all_tokens(), [&](int b) {
+  const int hits = match_prefix(reusable(seq), [&](int b) {
     acquire(b);
     seq.block_table.push_back(b);
   });
   while (static_cast<int>(seq.block_table.size()) < blocks_for(seq.num_tokens())) seq.block_table.push_back(take_fresh());
   seq.num_cached_tokens = hits * block_size_;
-  queried_tokens_ += static_cast<uint64_t>(seq.num_tokens());
+  queried_tokens_ += reusable(seq).size();
   hit_tokens_ += static_cast<uint64_t>(seq.num_cached_tokens);
 }
 

@@ -44,8 +44,9 @@ class BlockManager {
   uint64_t prefix_hit_tokens() const { return hit_tokens_; }
 
   // Admission: blocks for all of seq's tokens, reusing the longest cached
-  // prefix of full blocks. At most num_tokens - 1 tokens come from the cache,
-  // so the last one is computed and yields logits. Sets num_cached_tokens.
+  // prefix of full blocks (none for a prefill-only one). At most num_tokens - 1
+  // tokens come from the cache, so the last one is computed and yields
+  // logits. Sets num_cached_tokens.
   int cached_prefix_tokens(const Sequence& seq) const;  // what allocate() would reuse
   bool can_allocate(const Sequence& seq) const;
   void allocate(Sequence& seq);
@@ -94,6 +95,7 @@ class BlockManager {
     int prev = -1, next = -1;  // free list links, while ref_count == 0
   };
 
+  static std::span<const int32_t> reusable(const Sequence& seq);  // the tokens the cache may supply
   template <class OnHit>
   int match_prefix(std::span<const int32_t> tokens, OnHit&& on_hit) const;
   std::span<const int32_t> tokens_of(int block) const;

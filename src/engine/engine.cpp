@@ -34,6 +34,17 @@ void fill_logprobs(std::span<const float> logits, int32_t token, int top, Genera
   for (size_t i = 0; i < k; ++i) out.top.push_back({ids[i], logits[ids[i]] - log_z});
 }
 
+// v / |v| (the mean's direction is the sum's); zeros stay zeros.
+std::vector<float> normalized(const std::vector<double>& v) {
+  double norm = 0.0;
+  for (double x : v) norm += x * x;
+  norm = std::sqrt(norm);
+  std::vector<float> out(v.size(), 0.0f);
+  if (norm > 0)
+    for (size_t i = 0; i < v.size(); ++i) out[i] = static_cast<float>(v[i] / norm);
+  return out;
+}
+
 }  // namespace
 
 StepCost measure_step_cost(model::Instance& instance, int max_rows, int repeats, int depth) {
@@ -100,7 +111,7 @@ struct Engine::Live {
         model(p.model), index(index), leader(leader), top_logprobs(p.top_logprobs),
         draft_sampler(with_seed(p.sampling, ~(p.sampling.seed + static_cast<uint64_t>(index)))),
         prompt_tokens(static_cast<int>(p.prompt.size())), stop_ids(p.stop_token_ids), ignore_eos(p.ignore_eos),
-        speculative(p.speculative), submitted(submitted) {}
+        speculative(p.speculative), embed(p.embed), submitted(submitted) {}
 
   static SamplingParams with_seed(SamplingParams s, uint64_t seed) {
     s.seed = seed;
@@ -130,6 +141,8 @@ struct Engine::Live {
   std::vector<int32_t> stop_ids;
   bool ignore_eos;
   bool speculative;
+  bool embed;
+  std::vector<double> hidden_sum;  // embed: the prompt's final hidden states summed over the chunks so far
   int cached_prompt_tokens = 0;
   int generated = 0;
   Clock::time_point submitted, scheduled, first_token, last_token;
@@ -160,6 +173,7 @@ uint64_t Engine::submit(RequestParams params, OutputCallback callback) {
   if (params.top_logprobs > 20) throw Error("top_logprobs must be at most 20");
   if (params.max_new_tokens < 0) throw Error("max_new_tokens must be >= 0");
   if (params.n < 1) throw Error("n must be >= 1");
+  if (params.embed && params.n != 1) throw Error("an embedding request has one choice (n = 1)");
   const auto now = Clock::now();
   std::lock_guard lock(mu_);
   if (stopping_) throw Error("the engine is shutting down");
@@ -176,6 +190,7 @@ uint64_t Engine::submit(RequestParams params, OutputCallback callback) {
   }
   Sequence seq(id, std::move(params.prompt), params.max_new_tokens, std::move(params.stop_token_ids));
   seq.ignore_eos = params.ignore_eos;
+  seq.prefill_only = params.embed;
   incoming_.push_back({params.model, std::move(seq), std::move(lives)});
   ++models_[static_cast<size_t>(params.model)]->metrics.requests_submitted;
   wake_.notify_one();
@@ -268,7 +283,10 @@ void Engine::step(ModelSlot& slot) {
     // Prompt tokens are those below the prompt's length, also when a
     // preempted sequence recomputes its generated ones (model::SeqBatch).
     const int prompt_tokens = std::clamp(s.seq->num_prompt_tokens() - s.start, 0, s.num_tokens);
-    const auto logits = s.num_draft > 0 ? model::Logits::All : s.needs_logits ? model::Logits::Last : model::Logits::None;
+    const auto logits = s.seq->prefill_only ? model::Logits::SumHidden
+                        : s.num_draft > 0   ? model::Logits::All
+                        : s.needs_logits    ? model::Logits::Last
+                                            : model::Logits::None;
     batch.push_back({s.seq->all_tokens().subspan(s.start, s.num_tokens), s.start, s.seq->block_table, logits, prompt_tokens});
     Live& live = *live_.at(s.seq->id());
     if (!live.was_scheduled) {
@@ -286,6 +304,8 @@ void Engine::step(ModelSlot& slot) {
     deliver_finished(slot);
     return;
   }
+
+  add_hidden_sums(slot, plan);
 
   // Sample one token per sequence that wanted logits, in plan order (after
   // verifying its draft, if it has one); the first logits of a request with
@@ -356,6 +376,21 @@ void Engine::step(ModelSlot& slot) {
     live.callback(out);
   }
   deliver_finished(slot);
+}
+
+// Embeddings: each chunk's sum of final hidden states joins its request's;
+// a chunk from position 0 starts it afresh (a preempted sequence is recomputed).
+void Engine::add_hidden_sums(ModelSlot& slot, const StepPlan& plan) {
+  const std::span<const float> sums = slot.instance.summed_hidden();
+  const size_t dim = static_cast<size_t>(slot.info.n_embd);
+  size_t k = 0;
+  for (const ScheduledSeq& s : plan.seqs) {
+    if (!s.seq->prefill_only) continue;
+    std::vector<double>& sum = live_.at(s.seq->id())->hidden_sum;
+    if (s.start == 0) sum.assign(dim, 0.0);
+    for (size_t d = 0; d < dim; ++d) sum[d] += sums[k * dim + d];
+    ++k;
+  }
 }
 
 // The entry's tokens: the accepted drafts and the one after them, up to
@@ -475,6 +510,7 @@ void Engine::deliver(uint64_t id, FinishReason reason, const std::string& error)
   if (live.was_scheduled) t.queue_ms = ms_between(live.submitted, live.scheduled);
   if (live.generated > 0) t.ttft_ms = ms_between(live.submitted, live.first_token);
   if (live.generated > 1) t.tpot_ms = ms_between(live.first_token, live.last_token) / (live.generated - 1);
+  if (live.embed && reason == FinishReason::Stop) out.embedding = normalized(live.hidden_sum);
   live.callback(out);
   if (Proposer* p = models_[static_cast<size_t>(live.model)]->spec.proposer) p->release(id);
   live_.erase(it);

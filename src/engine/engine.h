@@ -59,6 +59,11 @@ struct RequestParams {
   // submit() + i and seed sampling.seed + i, and shares the prompt's KV.
   int n = 1;
   bool speculative = true;  // false: no drafts for this request even when the model has a proposer
+  // An embedding of the prompt instead of tokens: every prompt token is
+  // computed (no prefix-cache reuse), nothing is sampled, its KV blocks are
+  // freed at once, and the finished output carries the vector. n must be 1;
+  // the sampling fields are ignored.
+  bool embed = false;
 };
 
 struct TokenLogprob {
@@ -91,6 +96,9 @@ struct RequestOutput {
   int cached_prompt_tokens = 0;        // prompt tokens found in the prefix cache
   int generated_tokens = 0;            // so far
   RequestTimings timings;              // complete when finished
+  // An embed request's finished output (FinishReason::Stop): the mean of the
+  // prompt's final hidden states (after the final norm), L2-normalized, [n_embd].
+  std::vector<float> embedding;
 };
 
 using OutputCallback = std::function<void(const RequestOutput&)>;
@@ -153,6 +161,7 @@ class Engine {
   void loop();
   void step(ModelSlot& slot);
   void propose(ModelSlot& slot);
+  void add_hidden_sums(ModelSlot& slot, const StepPlan& plan);
   EntryResult verify_draft(ModelSlot& slot, Live& live, const Sequence& seq, int num_draft, std::span<float> logits);
   void take_inbox();
   void branch(ModelSlot& slot, const Branch& b);

@@ -50,16 +50,22 @@ std::string Scheduler::admission_error(const Sequence& seq) const {
   const int max_new = seq.max_new_tokens();
   const int context = config_.max_context;
   if (prompt == 0) return "the prompt is empty";
-  if (max_new < 0) return "max_new_tokens must be >= 0";
-  if (max_new == 0 && context == 0) return "max_new_tokens is required (no max context is configured)";
-  if (context > 0 && prompt >= context)
-    return "the prompt has " + std::to_string(prompt) + " tokens, which leaves no room in the max context of " +
-           std::to_string(context);
-  if (context > 0 && max_new > context - prompt)
-    return "the prompt (" + std::to_string(prompt) + " tokens) plus max_new_tokens (" + std::to_string(max_new) +
-           ") exceeds the max context of " + std::to_string(context) + " tokens";
-  // The last token is sampled but never fed back, so it needs no KV.
-  const int kv_tokens = token_limit(seq) - 1;
+  if (seq.prefill_only) {
+    if (context > 0 && prompt > context)
+      return "the input has " + std::to_string(prompt) + " tokens, over the max context of " + std::to_string(context);
+  } else {
+    if (max_new < 0) return "max_new_tokens must be >= 0";
+    if (max_new == 0 && context == 0) return "max_new_tokens is required (no max context is configured)";
+    if (context > 0 && prompt >= context)
+      return "the prompt has " + std::to_string(prompt) + " tokens, which leaves no room in the max context of " +
+             std::to_string(context);
+    if (context > 0 && max_new > context - prompt)
+      return "the prompt (" + std::to_string(prompt) + " tokens) plus max_new_tokens (" + std::to_string(max_new) +
+             ") exceeds the max context of " + std::to_string(context) + " tokens";
+  }
+  // The last token is sampled but never fed back, so it needs no KV; a
+  // prefill-only sequence samples nothing and stores every token's.
+  const int kv_tokens = seq.prefill_only ? prompt : token_limit(seq) - 1;
   if (blocks_.blocks_for(kv_tokens) > blocks_.num_blocks())
     return "it needs " + std::to_string(blocks_.blocks_for(kv_tokens)) + " KV cache blocks for " +
            std::to_string(kv_tokens) + " tokens, but the pool has only " + std::to_string(blocks_.num_blocks());
@@ -150,8 +156,12 @@ void Scheduler::reap_cancelled() {
   cancelled_.clear();
 }
 
+namespace {
+// Its next step computes one token (and its drafts) and samples after it.
+bool decoding(const Sequence* s) { return s->num_uncomputed_tokens() == 1 + s->num_draft_tokens && !s->prefill_only; }
+}  // namespace
+
 void Scheduler::schedule_decodes(int& budget) {
-  auto decoding = [](const Sequence* s) { return s->num_uncomputed_tokens() == 1 + s->num_draft_tokens; };
   int decodes_left = static_cast<int>(std::ranges::count_if(running_, decoding));
   // Sequences only leave from the back (preemption), so indexes stay valid;
   // the budget cannot run out: running_.size() <= max_seqs <= max_batch_tokens,
@@ -193,7 +203,7 @@ void Scheduler::drop_draft(Sequence& seq) {
 void Scheduler::schedule_prefills(int& budget) {
   for (Sequence* seq : running_) {
     if (budget == 0) return;
-    if (seq->num_uncomputed_tokens() > 1 + seq->num_draft_tokens) schedule_chunk(*seq, budget);  // not a decode
+    if (!decoding(seq)) schedule_chunk(*seq, budget);
   }
 }
 
@@ -215,7 +225,7 @@ void Scheduler::admit(int& budget) {
 void Scheduler::schedule_chunk(Sequence& seq, int& budget) {
   const int n = std::min(seq.num_uncomputed_tokens(), budget);
   const int start = seq.num_computed_tokens;
-  plan_.seqs.push_back({&seq, start, n, start + n == seq.num_tokens()});
+  plan_.seqs.push_back({&seq, start, n, start + n == seq.num_tokens() && !seq.prefill_only});
   budget -= n;
 }
 
@@ -253,6 +263,10 @@ void Scheduler::postprocess(std::span<const EntryResult> results) {
     const EntryResult* result = entry.needs_logits ? &results[next++] : nullptr;
     if (seq.cancel_requested) continue;  // the next schedule() reaps it
     seq.num_computed_tokens += entry.num_tokens;
+    if (seq.prefill_only) {
+      if (seq.num_computed_tokens == seq.num_tokens()) finish(seq, FinishReason::Stop);
+      continue;
+    }
     if (!result) {
       blocks_.register_full_blocks(seq, cacheable_tokens(seq));
       continue;

@@ -44,7 +44,7 @@ struct ScheduledSeq {
   const Sequence* seq;  // valid until the next schedule() or take_finished()
   int start;            // compute positions [start, start + num_tokens) of seq->all_tokens()
   int num_tokens;
-  bool needs_logits;    // decode, or the last chunk of a prefill: sample a token
+  bool needs_logits;    // decode, or the last chunk of a prefill: sample a token (never for a prefill-only sequence)
   int num_draft = 0;    // a decode with draft tokens: the logits of all num_draft + 1 rows
 };
 
@@ -102,7 +102,8 @@ class Scheduler {
   // results: one per plan entry with needs_logits, in plan order. Drops
   // rejected draft tokens and their KV, appends the new tokens, advances
   // computed tokens, finishes sequences on EOS, stop tokens, max_new_tokens
-  // or the max context, and frees their blocks.
+  // or the max context (a prefill-only one once its prompt is computed),
+  // and frees their blocks.
   void postprocess(std::span<const EntryResult> results);
 
   // Speculative decoding: appends a proposer's guesses to a running

@@ -55,6 +55,9 @@ class Sequence {
   uint64_t arrival = 0;            // order of Scheduler::add calls
   bool cancel_requested = false;
   bool ignore_eos = false;         // benchmarks: the model's EOS tokens do not end it
+  // An embedding: every prompt token is computed (no prefix-cache reuse, and
+  // its blocks are not offered to others), then it finishes (Stop), sampling nothing.
+  bool prefill_only = false;
 
  private:
   SeqId id_;

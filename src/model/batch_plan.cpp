@@ -63,11 +63,16 @@ void BatchPlan::build(std::span<const SeqBatch> batch, int max_rows, int bs, int
   }
   rows = n;
   output_rows.clear();
+  summed_rows.clear();
+  summed_ends.clear();
   size_t token0 = 0;
   for (const SeqBatch& s : batch) {
     for (size_t i = 0; i < s.tokens.size(); ++i)
-      if (s.logits == Logits::All || (s.logits == Logits::Last && i + 1 == s.tokens.size()))
+      if (s.logits == Logits::SumHidden)
+        summed_rows.push_back(seq_rows_[token0 + i]);
+      else if (s.logits == Logits::All || (s.logits == Logits::Last && i + 1 == s.tokens.size()))
         output_rows.push_back(seq_rows_[token0 + i]);
+    if (s.logits == Logits::SumHidden) summed_ends.push_back(static_cast<int32_t>(summed_rows.size()));
     token0 += s.tokens.size();
   }
 }

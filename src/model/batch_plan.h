@@ -10,7 +10,9 @@
 
 namespace llmserve::model {
 
-enum class Logits { None, Last, All };
+// SumHidden: no logits; the sum of every row's final hidden state (after the
+// final norm), for pooled embeddings (LlamaGraph::summed()).
+enum class Logits { None, Last, All, SumHidden };
 
 struct SeqBatch {
   std::span<const int32_t> tokens;       // run at positions pos0, pos0 + 1, ...
@@ -44,6 +46,9 @@ struct BatchPlan {
   int prompt_rows = 0;               // of those, the first ones on the prompt path
   std::vector<int32_t> tokens, positions, slots;  // per row; slot = block * block_size + offset
   std::vector<int32_t> output_rows;  // rows whose outputs are wanted, in batch order
+  // The rows of the Logits::SumHidden sequences, grouped by sequence in batch
+  // order: sequence j's are summed_rows[j ? summed_ends[j - 1] : 0 .. summed_ends[j]).
+  std::vector<int32_t> summed_rows, summed_ends;
   std::vector<AttentionRun> runs;
 
  private:

@@ -36,6 +36,7 @@ LoadedModel::LoadedModel(std::string path, std::unique_ptr<Model> model, ThreadP
       runner_(*model_, kv_, pool, c.max_batch_tokens) {
   const HParams& hp = model_->hparams();
   info_.n_vocab = hp.n_vocab;
+  info_.n_embd = hp.dim;
   info_.max_context = context_of(c, hp);
   info_.kv_blocks = kv_.n_blocks();
   info_.block_size = kv_.block_size();

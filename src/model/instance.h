@@ -27,6 +27,7 @@ namespace llmserve::model {
 
 struct InstanceInfo {
   int n_vocab = 0;
+  int n_embd = 0;             // the final hidden state's width: an embedding's
   int max_context = 0;        // tokens per sequence, prompt + generated
   int kv_blocks = 0;          // the KV pool
   int block_size = 16;        // tokens per block
@@ -45,6 +46,8 @@ class Instance {
   virtual const InstanceInfo& info() const = 0;  // fixed for the instance's lifetime
   // ModelRunner::forward's contract: the wanted rows' logits, valid until the next call.
   virtual std::span<float> forward(std::span<const SeqBatch> batch) = 0;
+  // After forward(): ModelRunner::summed_hidden's, [Logits::SumHidden sequences][n_embd].
+  virtual std::span<const float> summed_hidden() const = 0;
   virtual void copy_block(int src, int dst) = 0;  // copy-on-write
 };
 
@@ -75,6 +78,7 @@ class LoadedModel final : public Instance {
 
   const InstanceInfo& info() const override { return info_; }
   std::span<float> forward(std::span<const SeqBatch> batch) override { return runner_.forward(batch); }
+  std::span<const float> summed_hidden() const override { return runner_.summed_hidden(); }
   void copy_block(int src, int dst) override { kv_.copy_block(src, dst); }
 
   const std::string& path() const { return path_; }

@@ -46,6 +46,8 @@ std::span<float> LlamaGraph::run(const BatchPlan& plan) {
   const int dim = hp.dim, q_dim = hp.q_dim(), kv_dim = hp.kv_dim(), ffn = hp.ffn_dim;
   const int n = plan.rows, n_prompt = plan.prompt_rows;
   const int n_out = static_cast<int>(plan.output_rows.size());
+  const int n_summed = static_cast<int>(plan.summed_rows.size());
+  const int n_summed_seqs = static_cast<int>(plan.summed_ends.size());
 
   // Everything that can throw (shapes, plans) happens here, before the
   // threads start: a team job must not throw.
@@ -64,6 +66,7 @@ std::span<float> LlamaGraph::run(const BatchPlan& plan) {
                 kernels::MatmulJob({{&lw.w_down, out_.data()}}, gate_.data(), n, acts_.data(), n_prompt, prompt_acts)};
   }
   logits_.resize(static_cast<size_t>(n_out) * hp.n_vocab);  // grows to its steady size once
+  summed_.resize(static_cast<size_t>(n_summed_seqs) * dim);
   // The output projection's rows are the wanted ones in batch order, few
   // and of either kind: all take the int8 path.
   const kernels::MatmulJob output({{&w.output, logits_.data()}}, xn_.data(), n_out, acts_.data());
@@ -77,6 +80,8 @@ std::span<float> LlamaGraph::run(const BatchPlan& plan) {
   const int32_t* positions = plan.positions.data();
   const int32_t* slots = plan.slots.data();
   const int32_t* out_rows = plan.output_rows.data();
+  const int32_t* summed_rows = plan.summed_rows.data();
+  const int32_t* summed_ends = plan.summed_ends.data();
   auto row = [](std::vector<float>& v, int64_t r, int width) { return &v[static_cast<size_t>(r) * width]; };
   pool_.run_team([&](Team& team) {
     team.share(n, [&](int64_t r) { read_row(w.token_embd, tokens[r], row(x_, r, dim)); });
@@ -114,15 +119,23 @@ std::span<float> LlamaGraph::run(const BatchPlan& plan) {
       });
       job.down.run(team);
     }
-    // The last FFN output joins the residual, then the final norm and the
-    // output projection, only for the rows whose outputs are wanted.
-    team.share(n_out, [&](int64_t i) {
-      const int r = out_rows[i];
+    // The last FFN output joins the residual, then the final norm, only for
+    // the rows whose outputs are wanted: the output projection's, then the
+    // summed ones (xn_ rows n_out ..).
+    team.share(n_out + n_summed, [&](int64_t i) {
+      const int r = i < n_out ? out_rows[i] : summed_rows[i - n_out];
       kernels::add(row(x_, r, dim), row(out_, r, dim), dim, row(x_, r, dim));
       kernels::rmsnorm(row(x_, r, dim), w.output_norm.data(), hp.rms_eps, dim, 1, row(xn_, i, dim));
-      output.prepare_row(i);
+      if (i < n_out) output.prepare_row(i);
     });
     output.run(team);
+    // Each sequence's rows in order, so its sum does not depend on the batch.
+    team.share(n_summed_seqs, [&](int64_t j) {
+      float* sum = row(summed_, j, dim);
+      std::fill_n(sum, dim, 0.0f);
+      for (int i = j > 0 ? summed_ends[j - 1] : 0; i < summed_ends[j]; ++i)
+        kernels::add(sum, row(xn_, n_out + i, dim), dim, sum);
+    });
   });
   hidden_ = std::span<const float>(xn_).first(static_cast<size_t>(n_out) * dim);
   return logits_;

@@ -29,6 +29,9 @@ class LlamaGraph {
   // their final (normed) hidden states, [rows][dim]. Valid until the next run.
   std::span<float> run(const BatchPlan& plan);
   std::span<const float> hidden() const { return hidden_; }
+  // Per Logits::SumHidden sequence of the last run, in batch order, the sum
+  // of its rows' final hidden states, [seqs][dim]. Valid until the next run.
+  std::span<const float> summed() const { return summed_; }
 
   // Some weight matrix has a prompt path (f16/bf16, kernels/matmul.h), so a
   // prompt token's KV may differ in its last bits from a generated one's.
@@ -39,7 +42,7 @@ class LlamaGraph {
   KvCache& kv_;
   ThreadPool& pool_;
   std::vector<kernels::AttentionSeq> attn_seqs_;
-  std::vector<float> x_, xn_, q_, k_, v_, att_, gate_, up_, out_, logits_;
+  std::vector<float> x_, xn_, q_, k_, v_, att_, gate_, up_, out_, logits_, summed_;
   std::span<const float> hidden_;
   // A pass's plans, made before its threads start: the layers' matmuls (all
   // quantizing their input into acts_, one at a time) and attention.

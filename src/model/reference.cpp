@@ -89,7 +89,8 @@ std::vector<float> ReferenceModel::step(int32_t token) {
     for (int i = 0; i < hp.dim; ++i) x[i] += down[i];
   }
   ++pos_;
-  return matvec(w.output, rmsnorm(x, w.output_norm, hp.rms_eps));
+  hidden_ = rmsnorm(x, w.output_norm, hp.rms_eps);
+  return matvec(w.output, hidden_);
 }
 
 }  // namespace llmserve::model

@@ -31,6 +31,9 @@ class ModelRunner {
   // that breaks the limits of BatchPlan::build.
   std::span<float> forward(std::span<const SeqBatch> batch);
   std::span<const float> hidden() const { return graph_.hidden(); }
+  // Per Logits::SumHidden sequence, in batch order: the sum of its rows'
+  // final hidden states, [seqs][dim]. Valid until the next call.
+  std::span<const float> summed_hidden() const { return graph_.summed(); }
 
   int max_tokens() const { return max_tokens_; }
   const Model& model() const { return m_; }

@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "server/api_error.h"
+#include "server/embedding.h"
 #include "server/generation.h"
 #include "server/openai_response.h"
 
@@ -181,6 +182,10 @@ void ApiHandler::route(Call& call) {
     const Json body = parse_json_body(req.body, config_.limits.max_json_depth);
     return send(call, {200, "application/json", dump(path == "/tokenize" ? tokenize(body) : detokenize(body)), {}});
   }
+  if (path == "/v1/embeddings") {
+    only("POST");
+    return embed(call);
+  }
   if (path == "/v1/completions" || path == "/v1/chat/completions") {
     only("POST");
     return generate(path == "/v1/completions" ? Endpoint::Completions : Endpoint::Chat, call);
@@ -256,11 +261,10 @@ void ApiHandler::authorize(const HttpRequest& req, std::string& client) const {
   client = std::move(*key);
 }
 
-void ApiHandler::generate(Endpoint endpoint, Call& call) {
-  const HttpRequest& req = call.req;
+void ApiHandler::admit_client(Call& call) {
   if (draining_) throw with_retry(ApiError(503, "the server is shutting down", "service_unavailable_error"), 5);
   std::string client;
-  authorize(req, client);
+  authorize(call.req, client);
   const RateDecision rate = limiter_.admit(client);
   if (limiter_.enabled()) {
     call.headers.emplace_back("x-ratelimit-limit-requests", std::to_string(rate.limit));
@@ -272,7 +276,21 @@ void ApiHandler::generate(Endpoint endpoint, Call& call) {
     throw with_retry(ApiError(429, "rate limit reached for this API key; retry later", "rate_limit_error", {}, "rate_limit_exceeded"),
                      std::max(1, static_cast<int>(std::ceil(rate.retry_after_s))));
   }
+}
 
+void ApiHandler::reserve_queue(ServedModel& model, int requests) {
+  // The model's bounded queue: running slots plus --max-queue waiting requests.
+  const int capacity = engine_.config().max_seqs + config_.max_queue;
+  if (model.in_flight.fetch_add(requests) + requests > capacity) {
+    model.in_flight.fetch_sub(requests);
+    metrics_.count_rejection("queue_full");
+    throw with_retry(ApiError(429, "the server is at capacity (queue full); retry later", "rate_limit_error", {}, "queue_full"), 1);
+  }
+}
+
+void ApiHandler::generate(Endpoint endpoint, Call& call) {
+  const HttpRequest& req = call.req;
+  admit_client(call);
   GenerationPlan plan;
   plan.request = parse_generation_request(endpoint, parse_json_body(req.body, config_.limits.max_json_depth), config_.limits);
   GenerationRequest& r = plan.request;
@@ -318,13 +336,7 @@ void ApiHandler::generate(Endpoint endpoint, Call& call) {
   plan.max_new_tokens = r.max_tokens > 0 ? r.max_tokens
                                          : std::min(room, endpoint == Endpoint::Completions ? 16 : config_.limits.max_tokens);
 
-  // The model's bounded queue: running slots plus --max-queue waiting requests.
-  const int capacity = engine_.config().max_seqs + config_.max_queue;
-  if (model.in_flight.fetch_add(r.n) + r.n > capacity) {
-    model.in_flight.fetch_sub(r.n);
-    metrics_.count_rejection("queue_full");
-    throw with_retry(ApiError(429, "the server is at capacity (queue full); retry later", "rate_limit_error", {}, "queue_full"), 1);
-  }
+  reserve_queue(model, r.n);
 
   plan.meta = {endpoint, new_id(endpoint == Endpoint::Chat ? "chatcmpl-" : "cmpl-"), static_cast<int64_t>(std::time(nullptr)),
                model.name};
@@ -334,6 +346,31 @@ void ApiHandler::generate(Endpoint endpoint, Call& call) {
   plan.timeout = config_.request_timeout;
   auto g = std::make_shared<Generation>(GenerationContext{engine_, model, metrics_}, std::move(plan), call.ex);
   g->start();
+}
+
+// One engine request per input, each computing the input's every token (as
+// much room as the context and the KV pool give it).
+void ApiHandler::embed(Call& call) {
+  admit_client(call);
+  const EmbeddingRequest r = parse_embedding_request(parse_json_body(call.req.body, config_.limits.max_json_depth), config_.limits);
+  ServedModel& model = model_for(r.model);
+  const model::InstanceInfo& info = engine_.info(model.index);
+  if (r.dimensions != 0 && r.dimensions != info.n_embd)
+    throw ApiError(400, "'dimensions' " + std::to_string(r.dimensions) + " is not supported: this model's embeddings have " +
+                            std::to_string(info.n_embd),
+                   "invalid_request_error", "dimensions");
+  int max_tokens = std::min(info.max_context, info.kv_blocks * info.block_size);
+  if (config_.max_prompt_tokens > 0) max_tokens = std::min(max_tokens, config_.max_prompt_tokens);
+  EmbeddingPlan plan{tokenize_inputs(r, model.tokenizer, max_tokens), r.encoding, model.name, call.req.remote, call.id,
+                     call.headers, config_.request_timeout};
+  const int capacity = engine_.config().max_seqs + config_.max_queue;
+  const int n = static_cast<int>(plan.inputs.size());
+  if (n > capacity)
+    throw ApiError(400, "'input' holds " + std::to_string(n) + " inputs; this server takes at most " + std::to_string(capacity) +
+                            " per request (--max-seqs + --max-queue)",
+                   "invalid_request_error", "input");
+  reserve_queue(model, n);
+  std::make_shared<Embedding>(EmbeddingContext{engine_, model, metrics_}, std::move(plan), call.ex)->start();
 }
 
 std::string ApiHandler::metrics_text() const {

@@ -72,6 +72,9 @@ class ApiHandler {
   void preflight(Call& call);
   void route(Call& call);
   void generate(Endpoint endpoint, Call& call);
+  void embed(Call& call);
+  void admit_client(Call& call);  // draining, API key, rate limit: throws ApiError
+  void reserve_queue(ServedModel& model, int requests);  // its bounded queue: throws ApiError(429) when full
   void authorize(const HttpRequest& req, std::string& client) const;
   ServedModel& named_model(const std::string& name) const;  // 404 when none is
   // The model a request's "model" names; with one model, any name or none.

@@ -5,20 +5,16 @@
 
 #include "core/error.h"
 #include "server/api_error.h"
+#include "server/request_fields.h"
 
 namespace llmserve::server {
 
 namespace {
 
-[[noreturn]] void bad(const std::string& param, const std::string& message) {
-  throw ApiError(400, message, "invalid_request_error", param);
-}
-
-const Json* field(const Json& body, const char* name) {
-  const auto it = body.find(name);
-  if (it == body.end() || it->is_null()) return nullptr;
-  return &*it;
-}
+using fields::bad;
+using fields::field;
+using fields::integer;
+using fields::token_ids;
 
 std::string fmt(double v) {
   char buf[32];
@@ -37,37 +33,11 @@ std::optional<double> number(const Json& body, const char* name, double lo, doub
   return d;
 }
 
-std::optional<int64_t> integer(const Json& body, const char* name, int64_t lo, int64_t hi) {
-  const Json* v = field(body, name);
-  if (!v) return std::nullopt;
-  if (!v->is_number_integer()) bad(name, std::string("'") + name + "' must be an integer");
-  if (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
-    bad(name, std::string("'") + name + "' is out of range");
-  const int64_t i = v->get<int64_t>();
-  if (i < lo || i > hi)
-    bad(name, std::string("'") + name + "' must be between " + std::to_string(lo) + " and " + std::to_string(hi) +
-                  ", got " + std::to_string(i));
-  return i;
-}
-
 std::optional<bool> boolean(const Json& body, const char* name) {
   const Json* v = field(body, name);
   if (!v) return std::nullopt;
   if (!v->is_boolean()) bad(name, std::string("'") + name + "' must be a boolean");
   return v->get<bool>();
-}
-
-std::vector<int32_t> token_ids(const Json& arr, const RequestLimits& limits, const std::string& param = "prompt") {
-  if (arr.size() > limits.max_prompt_items)
-    bad(param, "'" + param + "' holds more than " + std::to_string(limits.max_prompt_items) + " token ids");
-  std::vector<int32_t> ids;
-  ids.reserve(arr.size());
-  for (const Json& t : arr) {
-    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > INT32_MAX)
-      bad(param, "'" + param + "' must hold token ids (non-negative integers)");
-    ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
-  }
-  return ids;
 }
 
 void parse_prompt(const Json& body, GenerationRequest& r, const RequestLimits& limits) {
@@ -81,7 +51,7 @@ void parse_prompt(const Json& body, GenerationRequest& r, const RequestLimits& l
   if (p->empty()) bad("prompt", "'prompt' must not be empty");
   const Json& first = (*p)[0];
   if (first.is_number()) {
-    r.prompt_tokens = token_ids(*p, limits);
+    r.prompt_tokens = token_ids(*p, limits, "prompt");
     r.prompt_is_tokens = true;
     return;
   }
@@ -89,7 +59,7 @@ void parse_prompt(const Json& body, GenerationRequest& r, const RequestLimits& l
   if (first.is_string()) {
     r.prompt_text = first.get<std::string>();
   } else if (first.is_array() && !first.empty()) {
-    r.prompt_tokens = token_ids(first, limits);
+    r.prompt_tokens = token_ids(first, limits, "prompt");
     r.prompt_is_tokens = true;
   } else {
     bad("prompt", "'prompt' must be a string, an array of token ids, or an array of one of those");

@@ -26,6 +26,7 @@ struct RequestLimits {
   size_t max_stop_bytes = 256;  // per stop string
   size_t max_messages = 1024;
   size_t max_prompt_items = 1 << 16;  // token ids in a pre-tokenized prompt
+  size_t max_embedding_inputs = 2048;  // as OpenAI
 };
 
 enum class Endpoint { Completions, Chat };

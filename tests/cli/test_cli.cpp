@@ -241,6 +241,22 @@ TEST(Cli, BenchJsonReportsTheRooflineFields) {
   EXPECT_NE(too_deep.out.find("exceeds the model's context"), std::string::npos) << too_deep.out;
 }
 
+// bench --embed: embedding and prefill tokens/s of the same run side by
+// side; flags of the other benches are refused by name.
+TEST(Cli, BenchEmbedReportsEmbeddingBesidePrefill) {
+  const TempFile model("bench-embed-tiny.gguf");
+  ASSERT_EQ(run("gen-model --shape tiny --type q8_0 -o " + model.path()).exit_code, 0);
+  const Result r = run("bench --embed -m " + model.path() + " -p 8 --reps 1 -t 2 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
+  EXPECT_GT(j["prefill_tps"].get<double>(), 0);
+  EXPECT_GT(j["embed_tps"].get<double>(), 0);
+  EXPECT_NEAR(j["embed_vs_prefill"].get<double>(), j["embed_tps"].get<double>() / j["prefill_tps"].get<double>(), 1e-3);
+  const Result deep = run("bench --embed -m " + model.path() + " -d 4");
+  EXPECT_EQ(deep.exit_code, 1) << deep.out;
+  EXPECT_NE(deep.out.find("-d applies to the single-sequence bench"), std::string::npos) << deep.out;
+}
+
 // Every flag value that cannot work is refused before anything is loaded:
 // one "error: FLAG: ..." line and exit 1.
 TEST(Cli, BadFlagValuesAreOneLineNamingTheFlag) {

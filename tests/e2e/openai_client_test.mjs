@@ -164,6 +164,26 @@ await test('logprobs', async () => {
   assert(content.length > 0 && content.every((t) => t.top_logprobs.length === 2 && Array.isArray(t.bytes)), JSON.stringify(content[0]));
 });
 
+const norm = (v) => Math.sqrt(v.reduce((s, x) => s + x * x, 0));
+
+await test('embeddings: string and list input, float and base64', async () => {
+  const text = 'Once upon a time';
+  const asFloat = await client.embeddings.create({ model, input: text, encoding_format: 'float' });
+  assert(asFloat.object === 'list' && asFloat.data.length === 1 && asFloat.data[0].object === 'embedding', JSON.stringify(asFloat).slice(0, 200));
+  const v = asFloat.data[0].embedding;
+  assert(Array.isArray(v) && v.length > 0 && Math.abs(norm(v) - 1) < 1e-5, `norm ${norm(v)}`);
+  assert(asFloat.usage.prompt_tokens > 0 && asFloat.usage.total_tokens === asFloat.usage.prompt_tokens, JSON.stringify(asFloat.usage));
+  // The npm client asks for base64 by default and decodes it to numbers.
+  const decoded = await client.embeddings.create({ model, input: [text, 'The cat sat on the mat.'] });
+  assert(decoded.data.length === 2 && decoded.data[1].index === 1, JSON.stringify(decoded.data.map((d) => d.index)));
+  const w = decoded.data[0].embedding;
+  assert(w.length === v.length && Math.abs(norm(w) - 1) < 1e-5, `decoded norm ${norm(w)}, length ${w.length}`);
+  assert(w.every((x, i) => Math.abs(x - v[i]) < 1e-6), 'the base64 vector differs from the float one');
+  assert(decoded.usage.prompt_tokens > asFloat.usage.prompt_tokens, JSON.stringify(decoded.usage));
+  const e = await expectError(client.embeddings.create({ model, input: [] }), 400, 'invalid_request_error');
+  assert(e.param === 'input', `param ${e.param}`);
+});
+
 await test('invalid request: 400 with an OpenAI error body', async () => {
   const e = await expectError(client.chat.completions.create({ model, messages, temperature: 5 }), 400, 'invalid_request_error');
   assert(e.param === 'temperature', `param ${e.param}`);

@@ -23,10 +23,12 @@ struct Result {
     if (out.finished) {
       reason = out.finish_reason;
       error = out.error;
+      embedding = out.embedding;
     }
     return out.finished;
   }
   std::vector<int32_t> tokens;
+  std::vector<float> embedding;
   FinishReason reason = FinishReason::None;
   std::string error;
 };

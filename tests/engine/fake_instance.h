@@ -2,7 +2,8 @@
 // FakeModel behind the model::Instance interface, so the engine runs
 // without a file: each position's state chains the previous position's
 // state (read back through the block table) with its token, and the logits
-// put 1 on the token the state picks, 0 elsewhere.
+// put 1 on the token the state picks, 0 elsewhere. A row's hidden state
+// (Logits::SumHidden) is {1, its token}.
 #include <span>
 #include <vector>
 
@@ -16,6 +17,7 @@ class FakeInstance final : public model::Instance {
   FakeInstance(int num_blocks, int block_size, int vocab, int max_context, int max_batch_tokens)
       : model_(num_blocks, block_size, vocab), kv_(static_cast<size_t>(num_blocks) * block_size) {
     info_.n_vocab = vocab;
+    info_.n_embd = 2;
     info_.max_context = max_context;
     info_.kv_blocks = num_blocks;
     info_.block_size = block_size;
@@ -28,6 +30,7 @@ class FakeInstance final : public model::Instance {
 
   std::span<float> forward(std::span<const model::SeqBatch> batch) override {
     logits_.clear();
+    summed_.clear();
     const int bs = info_.block_size;
     auto slot = [&](const model::SeqBatch& s, int pos) -> uint64_t& {
       return kv_.at(static_cast<size_t>(s.block_table[static_cast<size_t>(pos / bs)]) * bs + pos % bs);
@@ -37,7 +40,11 @@ class FakeInstance final : public model::Instance {
       for (int i = 0; i < n; ++i) {
         const int pos = s.pos0 + i;
         slot(s, pos) = FakeModel::mix(pos == 0 ? FakeModel::kStart : slot(s, pos - 1), s.tokens[static_cast<size_t>(i)]);
-        if (s.logits == model::Logits::All || (s.logits == model::Logits::Last && i + 1 == n)) {
+        if (s.logits == model::Logits::SumHidden) {
+          if (i == 0) summed_.insert(summed_.end(), {0.0f, 0.0f});
+          summed_.end()[-2] += 1.0f;
+          summed_.end()[-1] += static_cast<float>(s.tokens[static_cast<size_t>(i)]);
+        } else if (s.logits == model::Logits::All || (s.logits == model::Logits::Last && i + 1 == n)) {
           logits_.resize(logits_.size() + static_cast<size_t>(info_.n_vocab), 0.0f);
           logits_[logits_.size() - static_cast<size_t>(info_.n_vocab) + model_.token_from(slot(s, pos))] = 1.0f;
         }
@@ -45,6 +52,8 @@ class FakeInstance final : public model::Instance {
     }
     return logits_;
   }
+
+  std::span<const float> summed_hidden() const override { return summed_; }
 
   void copy_block(int src, int dst) override {
     const int bs = info_.block_size;
@@ -57,7 +66,7 @@ class FakeInstance final : public model::Instance {
   model::InstanceInfo info_;
   FakeModel model_;
   std::vector<uint64_t> kv_;
-  std::vector<float> logits_;
+  std::vector<float> logits_, summed_;
 };
 
 }  // namespace llmserve::engine::testing

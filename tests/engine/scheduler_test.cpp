@@ -262,6 +262,58 @@ TEST(Scheduler, ReusesCachedPrefixes) {
   EXPECT_EQ(d.generated(3), d.generated(1));
 }
 
+Sequence prefill_only(SeqId id, std::vector<int32_t> prompt) {
+  Sequence s(id, std::move(prompt), 0);
+  s.prefill_only = true;
+  return s;
+}
+
+// An embedding: chunks without logits down to the last token, then it
+// finishes, holding no block and sampling nothing.
+TEST(Scheduler, PrefillOnlyComputesItsPromptThenFinishes) {
+  Driver d(config(64, 4, 8));
+  d.scheduler.add(prefill_only(1, tokens(0, 17)));
+  expect_entry(d.step().entries.at(0), 1, 0, 8, false);
+  expect_entry(d.step().entries.at(0), 1, 8, 8, false);
+  expect_entry(d.step().entries.at(0), 1, 16, 1, false);  // one token left: still a chunk, not a decode
+  EXPECT_FALSE(d.scheduler.has_work());
+  EXPECT_EQ(d.done(1).finish_reason, FinishReason::Stop);
+  EXPECT_EQ(d.done(1).num_generated_tokens(), 0);
+  EXPECT_EQ(d.scheduler.metrics().blocks_free, 64);
+}
+
+// It computes every token although the cache holds its prefix, and leaves
+// nothing in the cache for others.
+TEST(Scheduler, PrefillOnlyNeitherReusesNorOffersCachedBlocks) {
+  Driver d(config(64, 4, 64));
+  d.scheduler.add(Sequence(1, tokens(0, 20), 3));
+  d.run();
+  d.scheduler.add(prefill_only(2, tokens(0, 20)));
+  expect_entry(d.step().entries.at(0), 2, 0, 20, false);
+  d.scheduler.add(prefill_only(3, tokens(100, 20)));
+  d.run();
+  d.scheduler.add(Sequence(4, tokens(100, 20), 3));
+  expect_entry(d.step().entries.at(0), 4, 0, 20, true);
+  d.run();
+  const SchedulerMetrics m = d.scheduler.metrics();
+  EXPECT_EQ(m.prefix_hit_tokens, 0u);
+  EXPECT_EQ(m.prefix_queried_tokens, 40u);  // the two completions only
+  EXPECT_EQ(m.blocks_free, m.blocks_total);
+}
+
+// A prompt that fills the whole context is fine: nothing is generated after it.
+TEST(Scheduler, PrefillOnlyMayFillTheContext) {
+  SchedulerConfig c = config(8, 4, 16);
+  c.max_context = 32;
+  Driver d(c);
+  EXPECT_TRUE(d.scheduler.add(prefill_only(1, tokens(0, 32))));
+  EXPECT_FALSE(d.scheduler.add(prefill_only(2, tokens(0, 33))));
+  d.run();
+  EXPECT_EQ(d.done(1).finish_reason, FinishReason::Stop);
+  EXPECT_EQ(d.done(2).finish_reason, FinishReason::Error);
+  EXPECT_NE(d.done(2).error.find("over the max context of 32"), std::string::npos) << d.done(2).error;
+}
+
 TEST(Scheduler, ForkSharesTheHistoryAndCopiesOnWrite) {
   Driver d(config(64, 4, 64));
   d.scheduler.add(Sequence(1, tokens(0, 6), 5));

@@ -82,6 +82,21 @@ TEST_F(TwoModelsTest, TokenizeAndDetokenizeUseTheNamedModelsVocabulary) {
   EXPECT_EQ(post("/detokenize", {{"model", "small"}, {"tokens", {beyond_small}}}).status, 400);
 }
 
+TEST_F(TwoModelsTest, EmbeddingsComeFromTheNamedModel) {
+  REQUIRE_MODEL(small, "stories260K.gguf");
+  REQUIRE_MODEL(f16, "TinyStories-656K.f16.gguf");
+  start_two(small, f16);
+  for (int i = 0; i < 2; ++i) {
+    const std::string name = i == 0 ? "small" : "f16";
+    const HttpResult r = post("/v1/embeddings", {{"model", name}, {"input", "Once upon a time"}});
+    ASSERT_EQ(r.status, 200) << r.body;
+    const Json j = Json::parse(r.body);
+    EXPECT_EQ(j["model"], name);
+    EXPECT_EQ(j["data"][0]["embedding"].size(), static_cast<size_t>(server_->engine().info(i).n_embd)) << name;
+    EXPECT_EQ(j["usage"]["prompt_tokens"], server_->model(i).tokenizer().encode("Once upon a time", true).size()) << name;
+  }
+}
+
 TEST_F(TwoModelsTest, AnUnknownModelIsNotFoundAndNoneIsRefused) {
   REQUIRE_MODEL(small, "stories260K.gguf");
   REQUIRE_MODEL(f16, "TinyStories-656K.f16.gguf");
@@ -92,6 +107,7 @@ TEST_F(TwoModelsTest, AnUnknownModelIsNotFoundAndNoneIsRefused) {
       {"/v1/chat/completions", {{"messages", messages}, {"max_tokens", 1}}},
       {"/tokenize", {{"content", "Hi"}}},
       {"/detokenize", {{"tokens", {1}}}},
+      {"/v1/embeddings", {{"input", "Hi"}}},
   };
   for (const auto& [path, body] : calls) {
     Json unknown = body;

@@ -136,6 +136,7 @@ struct Engine::Live {
   Acceptance acceptance;
   int steps_without_draft = 0;
   int probe_interval = kFirstProbe;  // steps without a draft before one is tried anyway
+  bool probing = false;              // the pending draft is such a try
   static constexpr int kFirstProbe = 32, kLastProbe = 1024;
   int prompt_tokens;
   std::vector<int32_t> stop_ids;
@@ -412,7 +413,8 @@ EntryResult Engine::verify_draft(ModelSlot& slot, Live& live, const Sequence& se
   for (int i = 0; i < r.accepted_drafts; ++i) ++m.accepted_per_pos[static_cast<size_t>(i)];
   live.acceptance.record(num_draft, r.accepted_drafts);
   // Tries that miss come ever more rarely: a draft that keeps missing costs almost nothing.
-  live.probe_interval = r.accepted_drafts > 0 ? Live::kFirstProbe : std::min(2 * live.probe_interval, Live::kLastProbe);
+  if (r.accepted_drafts > 0) live.probe_interval = Live::kFirstProbe;
+  else if (live.probing) live.probe_interval = std::min(2 * live.probe_interval, Live::kLastProbe);
 
   for (int i = 0; i <= r.accepted_drafts; ++i) {
     GeneratedToken g{i < r.accepted_drafts ? draft.tokens[static_cast<size_t>(i)] : r.token, 0.0f, {}};
@@ -447,7 +449,8 @@ void Engine::propose(ModelSlot& slot) {
     Live& live = *live_.at(seq.id());
     // A sequence whose drafts stopped paying gets one now and then, so its
     // acceptance can recover.
-    if (draft_k_[i] == 0 && ++live.steps_without_draft >= live.probe_interval) draft_k_[i] = 1;
+    live.probing = draft_k_[i] == 0 && ++live.steps_without_draft >= live.probe_interval;
+    if (live.probing) draft_k_[i] = 1;
     if (draft_k_[i] == 0) continue;
     live.steps_without_draft = 0;
     passes = std::max(passes, draft_k_[i]);

@@ -18,7 +18,7 @@ KvPoolSize pool_size(const InstanceConfig& c, const HParams& hp) {
                               .kv_type = c.kv_type,
                               .kv_bytes = c.kv_bytes,
                               .kv_blocks = c.kv_blocks};
-  return size_kv_pool(hp, request, available_memory_bytes());
+  return size_kv_pool(hp, request, available_memory_bytes() / static_cast<size_t>(std::max(c.kv_share, 1)));
 }
 
 }  // namespace

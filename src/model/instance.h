@@ -58,6 +58,9 @@ struct InstanceConfig {
   // Sequences the sized pool holds at full context: the engine's --max-seqs
   // (the server passes it; 64 is engine::EngineConfig's default).
   int max_seqs = 64;
+  // Default-sized pools that share the machine's memory (the server's
+  // models and their drafts): each takes 1/kv_share of the default cap.
+  int kv_share = 1;
   int block_size = 16;
   gguf::TensorType kv_type = gguf::TensorType::F16;
   // Rows per forward pass (--max-batch-tokens): prefill throughput is flat

@@ -52,6 +52,10 @@ void Embedding::start() {
         s->fail(504, fmt::format("the request timed out after {:g} s", s->plan_.timeout.count() / 1e3), "timeout");
       }
     });
+  if (done_) {  // the client left before the start: compute nothing
+    ctx_.model.in_flight.fetch_sub(static_cast<int>(plan_.inputs.size()));
+    return;
+  }
   for (size_t i = 0; i < plan_.inputs.size(); ++i) {
     engine::RequestParams p;
     p.prompt = plan_.inputs[i];
@@ -60,7 +64,7 @@ void Embedding::start() {
     // Engine thread: the count of requests in flight drops at once, the rest waits for the strand.
     auto callback = [w = weak_from_this(), ex = std::weak_ptr<Exchange>(exchange_), &in_flight = ctx_.model.in_flight,
                      i](const engine::RequestOutput& out) {
-      in_flight.fetch_sub(1);
+      if (out.finished) in_flight.fetch_sub(1);
       if (auto e = ex.lock()) e->post([w, i, out] {
           if (auto s = w.lock()) s->take(i, out);
         });

@@ -9,10 +9,13 @@ namespace llmserve::server {
 
 namespace {
 
-// The default KV pool holds every sequence the engine runs at once.
+// The default KV pool holds every sequence the engine runs at once; the
+// models' pools (and their drafts') share the memory available.
 model::InstanceConfig instance_config(const ModelConfig& m) {
   model::InstanceConfig c = m.instance;
   c.max_seqs = m.engine.max_seqs;
+  const bool drafts = m.spec.method == "draft" || m.spec.method == "self";
+  c.kv_share = static_cast<int>(m.models.size()) * (drafts ? 2 : 1);
   return c;
 }
 

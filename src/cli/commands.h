@@ -14,5 +14,6 @@ void add_bench(CLI::App& app);
 void add_serve(CLI::App& app);
 void add_bench_serve(CLI::App& app);
 void add_cache_eval(CLI::App& app);
+void add_router_eval(CLI::App& app);
 
 }  // namespace llmserve::cli

@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   llmserve::cli::add_serve(app);
   llmserve::cli::add_bench_serve(app);
   llmserve::cli::add_cache_eval(app);
+  llmserve::cli::add_router_eval(app);
   try {
     // The kernels' environment settings (LLMSERVE_ISA, LLMSERVE_PREFETCH,
     // LLMSERVE_PREFETCH_NTA, LLMSERVE_AMX), read now: a bad value is then

@@ -93,6 +93,9 @@ void run_serve(ServeOptions o) {
                  model::describe(srv.model(i).kv_pool()));
     if (m.chat_template.is_fallback()) spdlog::info("model {} has no chat template: chat uses ChatML", m.name);
   }
+  if (o.api.router.enabled())
+    spdlog::info("router: model '{}' goes to {} or, at a score of {} or more, {}", o.api.router.name, o.api.router.small,
+                 o.api.router.threshold, o.api.router.large);
   if (o.engine.spec.method != "off")
     spdlog::info("speculative decoding, every model: {}, up to {} draft tokens per step{}", o.engine.spec.method,
                  o.engine.spec.k, o.engine.spec.adaptive ? ", chosen per sequence and step" : "");
@@ -177,12 +180,21 @@ void add_serve(CLI::App& app) {
       ->check(at_least(0));
   cmd->add_option("--log-level", o->log_level, "trace, debug, info, warn, error, off")->capture_default_str();
   add_spec_flags(cmd, o->engine.spec);
+  gateway::RouterConfig& router = o->api.router;
+  CLI::Option* small = cmd->add_option("--router-small", router.small, "Complexity router: the served model for easy requests");
+  CLI::Option* large = cmd->add_option("--router-large", router.large, "Complexity router: the served model for hard requests");
+  small->needs(large);
+  large->needs(small);
+  cmd->add_option("--router-name", router.name, "The \"model\" a request names to be routed")->capture_default_str()->needs(small);
+  cmd->add_option("--router-threshold", router.threshold, "Router score (0..1) at or above which a request goes to --router-large")
+      ->capture_default_str()->check(in_range(0, 1))->needs(small);
   cmd->footer(
       "Several models (--model NAME=FILE, repeated) share the compute threads, the HTTP and request limits and the "
       "per-key rate limit. Each has its own KV pool (--kv-mem, --kv-blocks, --kv-type, --ctx and --max-batch-tokens "
       "apply to each), its own --max-seqs running sequences and --max-queue waiting requests, and its own speculative "
       "decoding: --spec applies to every model (a --draft-model must have each model's vocabulary). The engine steps "
-      "each model with work in turn, so no model starves another.");
+      "each model with work in turn, so no model starves another. With --router-small and --router-large, a completion "
+      "whose \"model\" is --router-name goes to one of the two as the complexity router scores it (see router-eval).");
   cmd->callback([o] { run_serve(*o); });
 }
 

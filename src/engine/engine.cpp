@@ -18,13 +18,19 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
-// log-softmax of the raw logits: the sampled token's logprob and the best `top`.
+// log-softmax of the raw logits: the sampled token's logprob, the best `top`
+// and the entropy (log Z - E[logit]).
 void fill_logprobs(std::span<const float> logits, int32_t token, int top, GeneratedToken& out) {
   const float max_logit = *std::max_element(logits.begin(), logits.end());
-  double sum = 0.0;
-  for (float l : logits) sum += std::exp(static_cast<double>(l - max_logit));
+  double sum = 0.0, weighted = 0.0;
+  for (float l : logits) {
+    const double e = std::exp(static_cast<double>(l - max_logit));
+    sum += e;
+    weighted += e * static_cast<double>(l - max_logit);
+  }
   const float log_z = max_logit + static_cast<float>(std::log(sum));
   out.logprob = logits[token] - log_z;
+  out.entropy = static_cast<float>(std::max(0.0, std::log(sum) - weighted / sum));
   if (top <= 0) return;
   std::vector<int32_t> ids(logits.size());
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);

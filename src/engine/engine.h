@@ -75,6 +75,7 @@ struct GeneratedToken {
   int32_t token;
   float logprob = 0.0f;                // when requested
   std::vector<TokenLogprob> top;       // when requested, best first
+  float entropy = 0.0f;                // when requested: of the whole next-token distribution, nats
 };
 
 // Timings of one request, milliseconds.

@@ -75,6 +75,7 @@ ApiHandler::ApiHandler(engine::Engine& engine, const std::vector<NamedModel>& mo
       created_(static_cast<int64_t>(std::time(nullptr))) {
   for (const NamedModel& m : models)
     models_.push_back(std::make_unique<ServedModel>(m.name, static_cast<int>(models_.size()), *m.model));
+  if (config_.router.enabled()) router_ = std::make_unique<ModelRouter>(config_.router, engine_, models_);
 }
 
 int ApiHandler::in_flight() const {
@@ -223,14 +224,6 @@ Json ApiHandler::model_object(const ServedModel& m) const {
   return server::model_object(m.name, created_, engine_.info(m.index).max_context);
 }
 
-RenderedChat ApiHandler::render_chat(const ServedModel& m, const Json& messages, bool add_generation_prompt) const {
-  try {
-    return m.chat_template.render_prompt(messages, nullptr, add_generation_prompt, m.tokenizer.special_tokens());
-  } catch (const jinja::TemplateError& e) {
-    throw ApiError(400, e.what(), "invalid_request_error", "messages");
-  }
-}
-
 Json ApiHandler::tokenize(const Json& body) const {
   const TokenizeRequest r = parse_tokenize_request(body, config_.limits);
   const ServedModel& m = model_for(requested_model(body));
@@ -294,7 +287,9 @@ void ApiHandler::generate(Endpoint endpoint, Call& call) {
   GenerationPlan plan;
   plan.request = parse_generation_request(endpoint, parse_json_body(req.body, config_.limits.max_json_depth), config_.limits);
   GenerationRequest& r = plan.request;
-  ServedModel& model = model_for(r.model);
+  const bool routed = router_ && router_->routes(r.model);
+  ServedModel& model = routed ? router_->choose(r, metrics_) : model_for(r.model);
+  if (routed) call.headers.emplace_back("x-llmserve-route", model.name);
   const tok::Tokenizer& tok = model.tokenizer;
   plan.stop = r.stop;
   if (endpoint == Endpoint::Completions) {

@@ -3,7 +3,8 @@
 // per-key rate limits, validation, the bounded queue, draining, /metrics.
 // It answers what it can at once (errors, /v1/models, /health, /metrics)
 // and hands admitted completions to a Generation, for the model the
-// request names (with one model: whatever it names).
+// request names (with one model: whatever it names) or, for the router's
+// name, the model the complexity router picks (model_router.h).
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -15,6 +16,7 @@
 #include "server/cors.h"
 #include "server/http_server.h"
 #include "server/metrics.h"
+#include "server/model_router.h"
 #include "server/openai_request.h"
 #include "server/rate_limiter.h"
 #include "server/served_model.h"
@@ -39,12 +41,14 @@ struct ApiConfig {
   ApiKeys keys;               // needed by /v1/*; /health stays open
   bool metrics_auth = false;  // /metrics needs a key too
   std::vector<std::string> allowed_origins;  // CORS: origins or "*"; empty: no CORS headers
+  gateway::RouterConfig router;              // a "model" name routed to the small or the large model; off by default
 };
 
 class ApiHandler {
  public:
   // `models`: the engine's, in its order. Reads each chat template from its
   // model file (throws jinja::TemplateError when one does not parse).
+  // Throws Error for a router config that does not fit the models.
   ApiHandler(engine::Engine& engine, const std::vector<NamedModel>& models, ApiConfig config);
 
   // The HTTP handler.
@@ -82,7 +86,6 @@ class ApiHandler {
   Json model(std::string_view encoded_id) const;  // GET /v1/models/{id}
   Json model_object(const ServedModel& m) const;
   std::string served_names() const;  // for error messages
-  RenderedChat render_chat(const ServedModel& m, const Json& messages, bool add_generation_prompt) const;
   Json tokenize(const Json& body) const;
   Json detokenize(const Json& body) const;
   // `reason` (an error's message) goes into the log line.
@@ -94,6 +97,7 @@ class ApiHandler {
   engine::Engine& engine_;
   std::vector<std::unique_ptr<ServedModel>> models_;
   ApiConfig config_;
+  std::unique_ptr<ModelRouter> router_;  // with config_.router enabled
   RateLimiter limiter_;
   CorsPolicy cors_;
   ServerMetrics metrics_;

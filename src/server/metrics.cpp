@@ -108,6 +108,11 @@ void ServerMetrics::count_rejection(const std::string& reason) {
   ++rejections_[reason];
 }
 
+void ServerMetrics::count_route(const std::string& model) {
+  std::lock_guard lock(mu_);
+  ++routes_[model];
+}
+
 std::string ServerMetrics::render(const std::vector<ModelSeries>& models, const ApiGauges& g) const {
   Writer w;
   // A family with one sample per model.
@@ -191,6 +196,9 @@ std::string ServerMetrics::render(const std::vector<ModelSeries>& models, const 
     w.family("llmserve:request_rejected_total", "counter", "Requests refused by the API handler, by reason.");
     for (const auto& [reason, n] : rejections_)
       w.sample("llmserve:request_rejected_total", "reason=\"" + escape_label(reason) + "\"", static_cast<double>(n));
+    w.family("llmserve:router_decisions_total", "counter", "Requests the complexity router sent to each model.");
+    for (const auto& [model, n] : routes_)
+      w.sample("llmserve:router_decisions_total", "model_name=\"" + escape_label(model) + "\"", static_cast<double>(n));
   }
   return w.take();
 }

@@ -78,6 +78,7 @@ class ServerMetrics {
  public:
   void count_http_status(int status);
   void count_rejection(const std::string& reason);  // rate_limit, queue_full, timeout, ...
+  void count_route(const std::string& model);       // the complexity router sent a request to this model
 
   std::string render(const std::vector<ModelSeries>& models, const ApiGauges& gauges) const;
 
@@ -85,6 +86,7 @@ class ServerMetrics {
   mutable std::mutex mu_;
   std::map<int, uint64_t> http_status_;
   std::map<std::string, uint64_t> rejections_;
+  std::map<std::string, uint64_t> routes_;
 };
 
 // Label values per the text format: backslash, quote and newline escaped.

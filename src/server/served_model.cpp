@@ -1,6 +1,7 @@
 #include "server/served_model.h"
 
 #include "gguf/file.h"
+#include "server/api_error.h"
 
 namespace llmserve::server {
 
@@ -17,5 +18,13 @@ ServedModel::ServedModel(std::string name, int index, const model::LoadedModel& 
       chat_template(model.model().file().get_string("tokenizer.chat_template", ""), token_text(tokenizer, tokenizer.bos()),
                     token_text(tokenizer, tokenizer.eos())),
       turns(tokenizer) {}
+
+RenderedChat render_chat(const ServedModel& m, const Json& messages, bool add_generation_prompt) {
+  try {
+    return m.chat_template.render_prompt(messages, nullptr, add_generation_prompt, m.tokenizer.special_tokens());
+  } catch (const jinja::TemplateError& e) {
+    throw ApiError(400, e.what(), "invalid_request_error", "messages");
+  }
+}
 
 }  // namespace llmserve::server

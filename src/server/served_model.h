@@ -8,6 +8,7 @@
 #include "model/instance.h"
 #include "server/chat_template.h"
 #include "server/metrics.h"
+#include "server/openai_request.h"
 #include "server/turn_tokens.h"
 
 namespace llmserve::server {
@@ -25,5 +26,8 @@ struct ServedModel {
   ModelMetrics metrics;
   std::atomic<int> in_flight{0};  // engine requests admitted and not finished
 };
+
+// The model's chat prompt for `messages`; throws ApiError(400) when its template fails on them.
+RenderedChat render_chat(const ServedModel& m, const Json& messages, bool add_generation_prompt);
 
 }  // namespace llmserve::server

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <random>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <utility>
@@ -481,6 +482,78 @@ TEST(Cli, CacheEvalRefusesBadInputInOneLine) {
       {"cache-eval --data " + temp_path("absent.jsonl"), "cannot open"},
       {"cache-eval --data " + bad.path(), ":1: unknown kind 'x'"},
       {"cache-eval --data " LLMSERVE_SEMANTIC_PAIRS " --ngram-min 5 --ngram-max 3", "n-gram sizes"}};
+  for (const auto& [args, message] : cases) {
+    const Result r = run(args);
+    EXPECT_EQ(r.exit_code, 1) << args << ": " << r.out;
+    EXPECT_NE(r.out.find(message), std::string::npos) << args << ": " << r.out;
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << args << ": " << r.out;
+  }
+}
+
+// The router's flags: both models or neither, names that are served, two
+// models at least; each mistake is one "error:" line and exit 1.
+TEST(Cli, ServeRefusesBadRouterFlags) {
+  const std::string two = "-m a=" + tiny_model() + " -m b=" + tiny_model();
+  const std::pair<std::string, std::string> cases[] = {
+      {two + " --router-small a", "error: --router-small requires --router-large"},
+      {two + " --router-name x", "error: --router-name requires --router-small"},
+      {two + " --router-small a --router-large b --router-threshold 2", "error: --router-threshold: must be between 0 and 1"},
+      {two + " --router-small a --router-large c", "error: --router-large: no served model is named 'c'"},
+      {two + " --router-small a --router-large a", "error: --router-small and --router-large both name 'a'"},
+      {two + " --router-small a --router-large b --router-name b", "error: --router-name 'b' is also a served model's name"},
+      {"-m a=" + tiny_model() + " --router-small a --router-large b", "error: the router needs two served models"},
+  };
+  for (const auto& [args, message] : cases) {
+    const Result r = run("serve --port 0 -t 1 " + args);
+    EXPECT_EQ(r.exit_code, 1) << args << ": " << r.out;
+    EXPECT_TRUE(r.out.starts_with(message)) << args << ": " << r.out;
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << args << ": " << r.out;
+  }
+}
+
+// router-eval on the repository's labeled set: the table's shape, the
+// target share respected, and on the prompts held out from the weights'
+// fit, decisions better than always answering with the majority label and
+// an APGR above a random router's 0.5.
+TEST(Cli, RouterEvalBeatsChanceOnTheHeldOutPrompts) {
+  REQUIRE_MODEL(small, "stories260K.gguf");
+  REQUIRE_MODEL(large, "TinyStories-656K.f16.gguf");
+  const Result r = run("router-eval --data " LLMSERVE_ROUTER_PROMPTS " --small " + small + " --large " + large +
+                       " --target-share 0.3 -t 2");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("threshold "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("set       prompts  hard  accuracy  large_share  cost_ms/request  all_small_ms  all_large_ms  quality  "
+                       "random_q    apgr\n"),
+            std::string::npos)
+      << r.out;
+  auto row = [&](const std::string& name) {
+    const size_t at = r.out.find("\n" + name + " ");
+    std::vector<double> v;
+    if (at == std::string::npos) return v;
+    std::istringstream in(r.out.substr(at + name.size() + 1));
+    for (double x; v.size() < 10 && in >> x;) v.push_back(x);
+    return v;
+  };
+  const std::vector<double> all = row("all"), held = row("held_out");
+  ASSERT_EQ(all.size(), 10u) << r.out;
+  ASSERT_EQ(held.size(), 10u) << r.out;
+  EXPECT_LE(all[3], 0.3) << "large share";
+  const double majority = std::max(held[1], held[0] - held[1]) / held[0];
+  EXPECT_GT(held[2], majority) << r.out;
+  EXPECT_GT(held[9], 0.5) << r.out;
+}
+
+TEST(Cli, RouterEvalRefusesBadInputInOneLine) {
+  REQUIRE_MODEL(small, "stories260K.gguf");
+  const TempFile bad("bad-router.jsonl", [](const std::string& p) { write_file(p, "{\"label\":\"maybe\",\"prompt\":\"x\"}\n"); });
+  const std::string models = " --small " + small + " --large " + small;
+  const std::pair<std::string, std::string> cases[] = {
+      {"router-eval --data " LLMSERVE_ROUTER_PROMPTS + models + " --target-share 1.5",
+       "error: --target-share: must be between 0 and 1"},
+      {"router-eval --data " + temp_path("absent.jsonl") + models, "cannot open"},
+      {"router-eval --data " + bad.path() + models, ":1: \"label\" must be \"easy\" or \"hard\""},
+      {"router-eval --data " LLMSERVE_ROUTER_PROMPTS " --small " + temp_path("absent.gguf") + " --large " + small, "absent.gguf"},
+      {"router-eval --data " LLMSERVE_ROUTER_PROMPTS " --small " + small, "--large is required"}};
   for (const auto& [args, message] : cases) {
     const Result r = run(args);
     EXPECT_EQ(r.exit_code, 1) << args << ": " << r.out;

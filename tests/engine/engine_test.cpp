@@ -1,10 +1,13 @@
 // The engine end to end on real, synthetic and fake models: batched greedy
 // output equals each prompt run alone, also with prefix-cache hits (of
 // generated blocks too), preemption, chunked prefill, n choices forked from
-// one prompt and two models in one engine, neither starving the other; no
-// KV block leaks; bad requests fail alone.
+// one prompt and two models in one engine, neither starving the other; the
+// next-token entropy and margin the router reads; no KV block leaks; bad
+// requests fail alone.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -12,6 +15,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "engine/engine.h"
+#include "engine/next_token_stats.h"
 #include "model/runner.h"
 #include "model/synthetic.h"
 #include "engine_harness.h"
@@ -390,4 +394,40 @@ TEST(Engine, ChoicesBeyondMaxSeqsQueueAndCancelAlone) {
   RequestParams bad = greedy(std::vector<int32_t>(80, 3), 4);
   bad.n = 3;
   for (const Result& r : run_choices(engine, bad)) EXPECT_EQ(r.reason, FinishReason::Error);
+}
+
+// A request's logprobs carry the entropy of the whole next-token
+// distribution, and next_token_stats() reads it and the top-1 margin: both
+// as the model's own logits for the prompt give them.
+TEST(Engine, NextTokenStatsAreTheLogitsEntropyAndMargin) {
+  REQUIRE_MODEL(path, "stories260K.gguf");
+  Served s(path);
+  const auto prompt = s.tok().encode("Once upon a time, there was a", true);
+  ThreadPool pool(2);
+  model::SequenceRunner runner(s.m(), pool, static_cast<int>(prompt.size()) + 1, gguf::TensorType::F16);
+  const std::span<const float> logits = runner.eval(prompt);
+  const float top = *std::max_element(logits.begin(), logits.end());
+  double z = 0;
+  for (float l : logits) z += std::exp(double(l - top));
+  double entropy = 0;
+  for (float l : logits) {
+    const double logp = double(l - top) - std::log(z);
+    entropy -= std::exp(logp) * logp;
+  }
+  std::vector<float> sorted(logits.begin(), logits.end());
+  std::sort(sorted.rbegin(), sorted.rend());
+
+  const auto stats = engine::next_token_stats(s.engine, 0, prompt);
+  ASSERT_TRUE(stats.has_value());
+  EXPECT_GT(entropy, 0.1);
+  EXPECT_NEAR(stats->entropy, entropy, 1e-3);
+  EXPECT_NEAR(stats->margin, sorted[0] - sorted[1], 1e-3);
+}
+
+// A prompt the model cannot hold gives no stats (the engine refuses it).
+TEST(Engine, NextTokenStatsOfAPromptBeyondTheContextAreNone) {
+  REQUIRE_MODEL(path, "stories260K.gguf");
+  Served s(path);
+  const std::vector<int32_t> prompt(static_cast<size_t>(s.engine.info().max_context) + 1, 5);
+  EXPECT_FALSE(engine::next_token_stats(s.engine, 0, prompt).has_value());
 }

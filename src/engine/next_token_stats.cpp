@@ -1,0 +1,30 @@
+#include "engine/next_token_stats.h"
+
+#include <future>
+#include <memory>
+
+namespace llmserve::engine {
+
+std::optional<NextTokenStats> next_token_stats(Engine& engine, int model, std::vector<int32_t> prompt) {
+  RequestParams p;
+  p.model = model;
+  p.prompt = std::move(prompt);
+  p.sampling.temperature = 0.0f;
+  p.max_new_tokens = 1;
+  p.top_logprobs = 2;
+  p.speculative = false;
+  auto result = std::make_shared<std::promise<std::optional<NextTokenStats>>>();
+  auto stats = std::make_shared<std::optional<NextTokenStats>>();
+  std::future<std::optional<NextTokenStats>> done = result->get_future();
+  engine.submit(std::move(p), [result, stats](const RequestOutput& out) {
+    if (!out.tokens.empty()) {
+      const GeneratedToken& t = out.tokens.front();
+      const double margin = t.top.size() > 1 ? t.top[0].logprob - t.top[1].logprob : 0.0;
+      *stats = NextTokenStats{t.entropy, margin};
+    }
+    if (out.finished) result->set_value(out.finish_reason == FinishReason::Error ? std::nullopt : *stats);
+  });
+  return done.get();
+}
+
+}  // namespace llmserve::engine

@@ -1,0 +1,65 @@
+#include "server/model_router.h"
+
+#include "engine/next_token_stats.h"
+#include "server/api_error.h"
+
+namespace llmserve::server {
+
+namespace {
+
+std::vector<std::string> names(const std::vector<std::unique_ptr<ServedModel>>& models) {
+  std::vector<std::string> out;
+  for (const auto& m : models) out.push_back(m->name);
+  return out;
+}
+
+ServedModel* named(const std::vector<std::unique_ptr<ServedModel>>& models, const std::string& name) {
+  for (const auto& m : models)
+    if (m->name == name) return m.get();
+  return nullptr;
+}
+
+}  // namespace
+
+ModelRouter::ModelRouter(gateway::RouterConfig config, engine::Engine& engine, const std::vector<std::unique_ptr<ServedModel>>& models)
+    : router_(std::move(config), names(models)),
+      engine_(engine),
+      small_(named(models, router_.config().small)),
+      large_(named(models, router_.config().large)) {}
+
+ServedModel& ModelRouter::choose(const GenerationRequest& r, ServerMetrics& metrics) {
+  if (r.prompt_is_tokens)
+    throw ApiError(400, "model '" + router_.config().name + "' routes text prompts only: token ids belong to one model's vocabulary",
+                   "invalid_request_error", "prompt");
+  gateway::RouteRequest request;
+  request.max_tokens = std::max(0, r.max_tokens);
+  std::string text;
+  std::vector<int32_t> prompt;
+  const tok::Tokenizer& tok = small_->tokenizer;
+  if (r.endpoint == Endpoint::Completions) {
+    text = r.prompt_text;
+    prompt = tok.encode(text, tok.add_bos_by_default(), false);
+  } else {
+    for (const auto& m : r.messages)
+      if (const auto content = m.find("content"); content != m.end() && content->is_string()) {
+        if (!text.empty()) text += '\n';
+        text += content->get_ref<const std::string&>();
+      }
+    request.turns = static_cast<int>(r.messages.size());
+    prompt = render_chat(*small_, r.messages, true).encode(tok);
+  }
+  request.text = text;
+  request.prompt_tokens = static_cast<int>(prompt.size());
+  ServedModel* chosen = large_;
+  if (!prompt.empty() && request.prompt_tokens < engine_.info(small_->index).max_context) {
+    if (const auto stats = engine::next_token_stats(engine_, small_->index, std::move(prompt))) {
+      request.entropy = stats->entropy;
+      request.margin = stats->margin;
+      chosen = router_.choose(gateway::route_score(gateway::route_features(request))) == small_->name ? small_ : large_;
+    }
+  }
+  metrics.count_route(chosen->name);
+  return *chosen;
+}
+
+}  // namespace llmserve::server

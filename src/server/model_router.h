@@ -1,0 +1,37 @@
+#pragma once
+// The complexity router in the server: a completion whose "model" is the
+// router's name ("auto") is scored from its text and the small model's
+// next-token distribution after its prompt (one engine request that
+// computes the prompt, whose KV the small model's generation then finds in
+// the prefix cache), and goes to the small or the large served model.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "gateway/router.h"
+#include "server/metrics.h"
+#include "server/openai_request.h"
+#include "server/served_model.h"
+
+namespace llmserve::server {
+
+class ModelRouter {
+ public:
+  // Throws Error for a config that does not fit the served models.
+  ModelRouter(gateway::RouterConfig config, engine::Engine& engine, const std::vector<std::unique_ptr<ServedModel>>& models);
+
+  bool routes(const std::string& requested) const { return router_.routes(requested); }
+  // The model for `r`, counted in `metrics`. Blocks for the small model's
+  // prefill; a prompt the small model cannot hold goes to the large one.
+  // Throws ApiError for a prompt of token ids (they belong to one vocabulary).
+  ServedModel& choose(const GenerationRequest& r, ServerMetrics& metrics);
+
+ private:
+  gateway::Router router_;
+  engine::Engine& engine_;
+  ServedModel* small_ = nullptr;
+  ServedModel* large_ = nullptr;
+};
+
+}  // namespace llmserve::server

@@ -1,0 +1,96 @@
+// The complexity router through the server: "model": "auto" goes to the
+// small or the large served model, says which in x-llmserve-route and the
+// response's "model", and counts in llmserve:router_decisions_total; the
+// small model's scoring prefill leaves the prompt in its prefix cache.
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "server_fixture.h"
+
+namespace llmserve::server {
+namespace {
+
+class RouterServerTest : public ServerTest {
+ protected:
+  // stories260K as the small model, TinyStories-656K as the large one.
+  void start_routed(const std::string& small, const std::string& large, double threshold) {
+    Options o;
+    o.models = {{"small", small}, {"large", large}};
+    o.api.router = {.name = "auto", .small = "small", .large = "large", .threshold = threshold};
+    start(o);
+  }
+  std::string metrics_text() {
+    HttpClient c = client();
+    return c.request("GET", "/metrics", "").body;
+  }
+  static std::string route_of(const HttpResult& r) {
+    const std::string* v = find_header(r, "x-llmserve-route");
+    return v ? *v : "(none)";
+  }
+};
+
+// Threshold 0: every score reaches it, so the large model answers.
+TEST_F(RouterServerTest, ThresholdZeroSendsEverythingLarge) {
+  REQUIRE_MODEL(small, "stories260K.gguf");
+  REQUIRE_MODEL(large, "TinyStories-656K.f16.gguf");
+  start_routed(small, large, 0.0);
+  const HttpResult r = post("/v1/completions", {{"model", "auto"}, {"prompt", "Once upon a time"}, {"max_tokens", 4}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(route_of(r), "large");
+  EXPECT_EQ(Json::parse(r.body)["model"], "large");
+  const HttpResult chat =
+      post("/v1/chat/completions", {{"model", "auto"}, {"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"max_tokens", 4}});
+  ASSERT_EQ(chat.status, 200) << chat.body;
+  EXPECT_EQ(route_of(chat), "large");
+  EXPECT_NE(metrics_text().find("llmserve:router_decisions_total{model_name=\"large\"} 2\n"), std::string::npos)
+      << metrics_text();
+}
+
+// Threshold 1: no score reaches it, so the small model answers, and finds
+// the prompt its scoring prefill computed in the prefix cache.
+TEST_F(RouterServerTest, ThresholdOneSendsEverythingSmallWhichReusesTheScoringPrefill) {
+  REQUIRE_MODEL(small, "stories260K.gguf");
+  REQUIRE_MODEL(large, "TinyStories-656K.f16.gguf");
+  start_routed(small, large, 1.0);
+  const std::string prompt = "Once upon a time, there was a little girl named Lily. She loved to play outside in the park.";
+  const HttpResult r = post("/v1/completions", {{"model", "auto"}, {"prompt", prompt}, {"max_tokens", 4}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(route_of(r), "small");
+  EXPECT_EQ(Json::parse(r.body)["model"], "small");
+  const engine::EngineMetrics m = server_->engine().metrics(0);
+  EXPECT_GE(m.scheduler.prefix_hit_tokens, 16u) << "the generation found at least one block of the prompt cached";
+  const std::string text = metrics_text();
+  EXPECT_NE(text.find("llmserve:router_decisions_total{model_name=\"small\"} 1\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("llmserve:router_decisions_total{model_name=\"large\"}"), std::string::npos) << text;
+}
+
+// A request naming a served model is not routed; token-id prompts cannot be.
+TEST_F(RouterServerTest, NamedModelsAreNotRoutedAndTokenPromptsAreRefused) {
+  REQUIRE_MODEL(small, "stories260K.gguf");
+  REQUIRE_MODEL(large, "TinyStories-656K.f16.gguf");
+  start_routed(small, large, 0.5);
+  const HttpResult named = post("/v1/completions", {{"model", "small"}, {"prompt", "Once"}, {"max_tokens", 2}});
+  ASSERT_EQ(named.status, 200) << named.body;
+  EXPECT_EQ(find_header(named, "x-llmserve-route"), nullptr);
+  const HttpResult tokens = post("/v1/completions", {{"model", "auto"}, {"prompt", {1, 2, 3}}, {"max_tokens", 2}});
+  EXPECT_EQ(tokens.status, 400) << tokens.body;
+  EXPECT_EQ(Json::parse(tokens.body)["error"]["param"], "prompt") << tokens.body;
+  EXPECT_EQ(metrics_text().find("llmserve:router_decisions_total{"), std::string::npos);
+}
+
+TEST_F(RouterServerTest, ARouterThatDoesNotFitTheModelsStopsTheStart) {
+  REQUIRE_MODEL(small, "stories260K.gguf");
+  REQUIRE_MODEL(large, "TinyStories-656K.f16.gguf");
+  Options o;
+  o.models = {{"small", small}, {"large", large}};
+  o.api.router = {.name = "auto", .small = "small", .large = "huge", .threshold = 0.5};
+  try {
+    start(o);
+    FAIL() << "started";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "--router-large: no served model is named 'huge'");
+  }
+}
+
+}  // namespace
+}  // namespace llmserve::server

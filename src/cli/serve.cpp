@@ -7,6 +7,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "cli/cache_flags.h"
 #include "cli/commands.h"
 #include "cli/model_flags.h"
 #include "cli/spec_flags.h"
@@ -32,6 +33,7 @@ struct ServeOptions {
   double header_timeout_s = 10, body_timeout_s = 30;
   double drain_timeout_s = 60;
   std::string log_level = "info";
+  CacheFlags cache;
 };
 
 // One descriptor per connection: lift the soft limit to the hard one.
@@ -60,6 +62,7 @@ void run_serve(ServeOptions o) {
   o.api.request_timeout = seconds(o.request_timeout_s);
   o.http.header_timeout = seconds(o.header_timeout_s);
   o.http.body_timeout = seconds(o.body_timeout_s);
+  o.api.cache = cache_settings(o.cache);
 
   o.engine.models = served_models(o.models, o.model_name);
   engine::validate(o.engine.spec);
@@ -177,6 +180,7 @@ void add_serve(CLI::App& app) {
       ->check(at_least(0));
   cmd->add_option("--log-level", o->log_level, "trace, debug, info, warn, error, off")->capture_default_str();
   add_spec_flags(cmd, o->engine.spec);
+  add_cache_flags(cmd, o->cache);
   cmd->footer(
       "Several models (--model NAME=FILE, repeated) share the compute threads, the HTTP and request limits and the "
       "per-key rate limit. Each has its own KV pool (--kv-mem, --kv-blocks, --kv-type, --ctx and --max-batch-tokens "

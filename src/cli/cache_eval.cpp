@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/cache_eval_verified.h"
 #include "cli/commands.h"
 #include "cli/flag_checks.h"
 #include "gateway/ngram_embedder.h"
@@ -19,12 +20,14 @@ struct CacheEvalOptions {
   std::string data;
   std::vector<double> taus = {0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95};
   gateway::NgramConfig ngram;
+  VerifiedEvalOptions verified;  // with --model
 };
 
 double percent(size_t part, size_t whole) { return whole ? 100.0 * part / whole : 0; }
 
 void run_cache_eval(const CacheEvalOptions& o) {
   const std::vector<gateway::LabeledPair> pairs = gateway::read_pairs(o.data);
+  if (!o.verified.model.empty()) return run_verified_eval(o.verified, pairs, o.taus);
   const gateway::NgramEmbedder embedder(o.ngram);
   const std::vector<gateway::KindResult> results = gateway::evaluate(embedder, pairs, o.taus);
   std::printf("n-gram embedder (%d-%d grams, %d dims), %zu pairs from %s\n", o.ngram.min_n, o.ngram.max_n,
@@ -61,6 +64,18 @@ void add_cache_eval(CLI::App& app) {
   cmd->add_option("--ngram-min", o->ngram.min_n, "Shortest n-gram")->check(in_range(1, 16))->capture_default_str();
   cmd->add_option("--ngram-max", o->ngram.max_n, "Longest n-gram")->check(in_range(1, 16))->capture_default_str();
   cmd->add_option("--dims", o->ngram.dims, "Hashed dimensions")->check(in_range(1, 1 << 20))->capture_default_str();
+  cmd->add_option("--model", o->verified.model,
+                  "GGUF model: cache its greedy answer to each pair's first prompt and report hits with and without "
+                  "verification by the model (see serve --cache-verify)");
+  cmd->add_option("--embedder", o->verified.embedder, "With --model: ngram, or model (the model's own embeddings)")
+      ->capture_default_str();
+  cmd->add_option("--answer-tokens", o->verified.answer_tokens, "With --model: tokens of each cached answer")
+      ->capture_default_str()
+      ->check(in_range(1, 1024));
+  cmd->add_option("--margin", o->verified.margin, "With --model: nats of mean log-probability a verified hit may lose")
+      ->capture_default_str()
+      ->check(at_least(0));
+  cmd->add_option("-t,--threads", o->verified.threads, "With --model: compute threads (0: default)")->check(at_least(0));
   cmd->callback([o] { run_cache_eval(*o); });
 }
 

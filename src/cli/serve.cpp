@@ -7,6 +7,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "cli/cache_flags.h"
 #include "cli/commands.h"
 #include "cli/model_flags.h"
 #include "cli/spec_flags.h"
@@ -32,6 +33,7 @@ struct ServeOptions {
   double header_timeout_s = 10, body_timeout_s = 30;
   double drain_timeout_s = 60;
   std::string log_level = "info";
+  CacheFlags cache;
 };
 
 // One descriptor per connection: lift the soft limit to the hard one.
@@ -60,6 +62,7 @@ void run_serve(ServeOptions o) {
   o.api.request_timeout = seconds(o.request_timeout_s);
   o.http.header_timeout = seconds(o.header_timeout_s);
   o.http.body_timeout = seconds(o.body_timeout_s);
+  o.api.cache = cache_settings(o.cache);
 
   o.engine.models = served_models(o.models, o.model_name);
   engine::validate(o.engine.spec);
@@ -188,6 +191,7 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--router-name", router.name, "The \"model\" a request names to be routed")->capture_default_str()->needs(small);
   cmd->add_option("--router-threshold", router.threshold, "Router score (0..1) at or above which a request goes to --router-large")
       ->capture_default_str()->check(in_range(0, 1))->needs(small);
+  add_cache_flags(cmd, o->cache);
   cmd->footer(
       "Several models (--model NAME=FILE, repeated) share the compute threads, the HTTP and request limits and the "
       "per-key rate limit. Each has its own KV pool (--kv-mem, --kv-blocks, --kv-type, --ctx and --max-batch-tokens "

@@ -18,9 +18,13 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
-// log-softmax of the raw logits: the sampled token's logprob, the best `top`
-// and the entropy (log Z - E[logit]).
-void fill_logprobs(std::span<const float> logits, int32_t token, int top, GeneratedToken& out) {
+// log sum exp of the logits (log P(t) = logits[t] - log_z) and the entropy
+// of their softmax (log Z - E[logit]), in one pass.
+struct Partition {
+  float log_z;
+  float entropy;
+};
+Partition partition(std::span<const float> logits) {
   const float max_logit = *std::max_element(logits.begin(), logits.end());
   double sum = 0.0, weighted = 0.0;
   for (float l : logits) {
@@ -28,9 +32,15 @@ void fill_logprobs(std::span<const float> logits, int32_t token, int top, Genera
     sum += e;
     weighted += e * static_cast<double>(l - max_logit);
   }
-  const float log_z = max_logit + static_cast<float>(std::log(sum));
+  return {max_logit + static_cast<float>(std::log(sum)), static_cast<float>(std::max(0.0, std::log(sum) - weighted / sum))};
+}
+
+// log-softmax of the raw logits: the sampled token's logprob, the best `top`
+// and the entropy.
+void fill_logprobs(std::span<const float> logits, int32_t token, int top, GeneratedToken& out) {
+  const auto [log_z, entropy] = partition(logits);
   out.logprob = logits[token] - log_z;
-  out.entropy = static_cast<float>(std::max(0.0, std::log(sum) - weighted / sum));
+  out.entropy = entropy;
   if (top <= 0) return;
   std::vector<int32_t> ids(logits.size());
   for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
@@ -117,7 +127,7 @@ struct Engine::Live {
         model(p.model), index(index), leader(leader), top_logprobs(p.top_logprobs),
         draft_sampler(with_seed(p.sampling, ~(p.sampling.seed + static_cast<uint64_t>(index)))),
         prompt_tokens(static_cast<int>(p.prompt.size())), stop_ids(p.stop_token_ids), ignore_eos(p.ignore_eos),
-        speculative(p.speculative), embed(p.embed), submitted(submitted) {}
+        speculative(p.speculative), embed(p.embed), score_from(p.score_from), submitted(submitted) {}
 
   static SamplingParams with_seed(SamplingParams s, uint64_t seed) {
     s.seed = seed;
@@ -150,6 +160,12 @@ struct Engine::Live {
   bool speculative;
   bool embed;
   std::vector<double> hidden_sum;  // embed: the prompt's final hidden states summed over the chunks so far
+  int score_from;                  // > 0: a score request
+  // A score request's chunk needs every row's logits once it reaches the
+  // token before the first scored one; before that, none.
+  bool scores(const ScheduledSeq& s) const { return score_from > 0 && s.start + s.num_tokens >= score_from; }
+  double score_logprob = 0;        // its scored tokens' log-probabilities summed over the chunks so far
+  int scored_tokens = 0;
   int cached_prompt_tokens = 0;
   int generated = 0;
   Clock::time_point submitted, scheduled, first_token, last_token;
@@ -181,6 +197,12 @@ uint64_t Engine::submit(RequestParams params, OutputCallback callback) {
   if (params.max_new_tokens < 0) throw Error("max_new_tokens must be >= 0");
   if (params.n < 1) throw Error("n must be >= 1");
   if (params.embed && params.n != 1) throw Error("an embedding request has one choice (n = 1)");
+  if (params.score_from != 0) {
+    if (params.embed || params.n != 1) throw Error("a score request is neither an embedding nor has more than one choice");
+    if (params.score_from < 0 || params.score_from >= static_cast<int>(params.prompt.size()))
+      throw Error("score_from must be within the prompt (0 < score_from < " + std::to_string(params.prompt.size()) +
+                  "), not " + std::to_string(params.score_from));
+  }
   const auto now = Clock::now();
   std::lock_guard lock(mu_);
   if (stopping_) throw Error("the engine is shutting down");
@@ -197,7 +219,7 @@ uint64_t Engine::submit(RequestParams params, OutputCallback callback) {
   }
   Sequence seq(id, std::move(params.prompt), params.max_new_tokens, std::move(params.stop_token_ids));
   seq.ignore_eos = params.ignore_eos;
-  seq.prefill_only = params.embed;
+  seq.prefill_only = params.embed || params.score_from > 0;
   incoming_.push_back({params.model, std::move(seq), std::move(lives)});
   ++models_[static_cast<size_t>(params.model)]->metrics.requests_submitted;
   wake_.notify_one();
@@ -290,12 +312,12 @@ void Engine::step(ModelSlot& slot) {
     // Prompt tokens are those below the prompt's length, also when a
     // preempted sequence recomputes its generated ones (model::SeqBatch).
     const int prompt_tokens = std::clamp(s.seq->num_prompt_tokens() - s.start, 0, s.num_tokens);
-    const auto logits = s.seq->prefill_only ? model::Logits::SumHidden
-                        : s.num_draft > 0   ? model::Logits::All
-                        : s.needs_logits    ? model::Logits::Last
-                                            : model::Logits::None;
-    batch.push_back({s.seq->all_tokens().subspan(s.start, s.num_tokens), s.start, s.seq->block_table, logits, prompt_tokens});
     Live& live = *live_.at(s.seq->id());
+    const auto logits = live.embed                        ? model::Logits::SumHidden
+                        : live.scores(s) || s.num_draft > 0 ? model::Logits::All
+                        : s.needs_logits                      ? model::Logits::Last
+                                                              : model::Logits::None;
+    batch.push_back({s.seq->all_tokens().subspan(s.start, s.num_tokens), s.start, s.seq->block_table, logits, prompt_tokens});
     if (!live.was_scheduled) {
       live.was_scheduled = true;
       live.scheduled = t0;
@@ -326,8 +348,14 @@ void Engine::step(ModelSlot& slot) {
   branches_.clear();
   size_t row = 0;
   for (const ScheduledSeq& s : plan.seqs) {
-    if (!s.needs_logits) continue;
     Live& live = *live_.at(s.seq->id());
+    if (live.scores(s)) {
+      const size_t rows = static_cast<size_t>(s.num_tokens);
+      add_scores(live, s, logits.subspan(row * vocab, rows * vocab), vocab);
+      row += rows;
+      continue;
+    }
+    if (!s.needs_logits) continue;
     if (s.num_draft > 0) {
       const size_t rows = 1 + static_cast<size_t>(s.num_draft);
       sampled.push_back(verify_draft(slot, live, *s.seq, s.num_draft, logits.subspan(row * vocab, rows * vocab)));
@@ -392,11 +420,29 @@ void Engine::add_hidden_sums(ModelSlot& slot, const StepPlan& plan) {
   const size_t dim = static_cast<size_t>(slot.info.n_embd);
   size_t k = 0;
   for (const ScheduledSeq& s : plan.seqs) {
-    if (!s.seq->prefill_only) continue;
+    if (!live_.at(s.seq->id())->embed) continue;
     std::vector<double>& sum = live_.at(s.seq->id())->hidden_sum;
     if (s.start == 0) sum.assign(dim, 0.0);
     for (size_t d = 0; d < dim; ++d) sum[d] += sums[k * dim + d];
     ++k;
+  }
+}
+
+// A score request's chunk: each row's logits give the next token's
+// log-probability, counted from score_from on; a chunk from position 0 starts
+// afresh (a preempted sequence is recomputed).
+void Engine::add_scores(Live& live, const ScheduledSeq& s, std::span<const float> logits, size_t vocab) {
+  if (s.start == 0) {
+    live.score_logprob = 0;
+    live.scored_tokens = 0;
+  }
+  const auto tokens = s.seq->all_tokens();
+  for (int j = 0; j < s.num_tokens; ++j) {
+    const int next = s.start + j + 1;
+    if (next < live.score_from || next >= s.seq->num_tokens()) continue;
+    const auto row = logits.subspan(static_cast<size_t>(j) * vocab, vocab);
+    live.score_logprob += row[static_cast<size_t>(tokens[static_cast<size_t>(next)])] - partition(row).log_z;
+    ++live.scored_tokens;
   }
 }
 
@@ -520,6 +566,10 @@ void Engine::deliver(uint64_t id, FinishReason reason, const std::string& error)
   if (live.generated > 0) t.ttft_ms = ms_between(live.submitted, live.first_token);
   if (live.generated > 1) t.tpot_ms = ms_between(live.first_token, live.last_token) / (live.generated - 1);
   if (live.embed && reason == FinishReason::Stop) out.embedding = normalized(live.hidden_sum);
+  if (live.score_from > 0 && reason == FinishReason::Stop) {
+    out.score_logprob = live.score_logprob;
+    out.scored_tokens = live.scored_tokens;
+  }
   live.callback(out);
   if (Proposer* p = models_[static_cast<size_t>(live.model)]->spec.proposer) p->release(id);
   live_.erase(it);

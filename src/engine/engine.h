@@ -64,6 +64,11 @@ struct RequestParams {
   // freed at once, and the finished output carries the vector. n must be 1;
   // the sampling fields are ignored.
   bool embed = false;
+  // A score of the prompt's tail instead of tokens (> 0): prefill only, as
+  // embed, and the finished output carries the sum of log P(prompt[i] |
+  // prompt[..i]) over i in [score_from, prompt size): how likely the model
+  // finds a continuation after its context. 0 < score_from < prompt size; n = 1.
+  int score_from = 0;
 };
 
 struct TokenLogprob {
@@ -100,6 +105,10 @@ struct RequestOutput {
   // An embed request's finished output (FinishReason::Stop): the mean of the
   // prompt's final hidden states (after the final norm), L2-normalized, [n_embd].
   std::vector<float> embedding;
+  // A score request's finished output (FinishReason::Stop): the summed
+  // log-probability of its scored tokens, and how many there were.
+  double score_logprob = 0;
+  int scored_tokens = 0;
 };
 
 using OutputCallback = std::function<void(const RequestOutput&)>;
@@ -163,6 +172,7 @@ class Engine {
   void step(ModelSlot& slot);
   void propose(ModelSlot& slot);
   void add_hidden_sums(ModelSlot& slot, const StepPlan& plan);
+  void add_scores(Live& live, const ScheduledSeq& s, std::span<const float> logits, size_t vocab);
   EntryResult verify_draft(ModelSlot& slot, Live& live, const Sequence& seq, int num_draft, std::span<float> logits);
   void take_inbox();
   void branch(ModelSlot& slot, const Branch& b);

@@ -3,6 +3,7 @@
 // one JSON response or as SSE chunks. The cache does not look inside it.
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,9 @@ struct CachedAnswer {
   std::vector<CachedChoice> choices;
   int prompt_tokens = 0;
   int completion_tokens = 0;
+  // The mean log-probability of choice 0's tokens given the prompt that
+  // produced them: what a verified semantic hit is compared against.
+  std::optional<double> mean_logprob;
 
   // The heap and object bytes it holds, for the cache's memory bound.
   size_t bytes() const {

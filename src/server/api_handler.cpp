@@ -76,6 +76,7 @@ ApiHandler::ApiHandler(engine::Engine& engine, const std::vector<NamedModel>& mo
   for (const NamedModel& m : models)
     models_.push_back(std::make_unique<ServedModel>(m.name, static_cast<int>(models_.size()), *m.model));
   if (config_.router.enabled()) router_ = std::make_unique<ModelRouter>(config_.router, engine_, models_);
+  cache_ = std::make_unique<CacheFront>(engine_, models_, config_.cache, metrics_);
 }
 
 int ApiHandler::in_flight() const {
@@ -183,6 +184,10 @@ void ApiHandler::route(Call& call) {
     const Json body = parse_json_body(req.body, config_.limits.max_json_depth);
     return send(call, {200, "application/json", dump(path == "/tokenize" ? tokenize(body) : detokenize(body)), {}});
   }
+  if (path == "/v1/cache") {
+    only("DELETE");
+    return clear_cache(call);
+  }
   if (path == "/v1/embeddings") {
     only("POST");
     return embed(call);
@@ -254,7 +259,7 @@ void ApiHandler::authorize(const HttpRequest& req, std::string& client) const {
   client = std::move(*key);
 }
 
-void ApiHandler::admit_client(Call& call) {
+std::string ApiHandler::admit_client(Call& call) {
   if (draining_) throw with_retry(ApiError(503, "the server is shutting down", "service_unavailable_error"), 5);
   std::string client;
   authorize(call.req, client);
@@ -269,6 +274,17 @@ void ApiHandler::admit_client(Call& call) {
     throw with_retry(ApiError(429, "rate limit reached for this API key; retry later", "rate_limit_error", {}, "rate_limit_exceeded"),
                      std::max(1, static_cast<int>(std::ceil(rate.retry_after_s))));
   }
+  return config_.keys.open() ? std::string() : client;
+}
+
+// Any accepted API key may clear the whole cache (every tenant's answers).
+void ApiHandler::clear_cache(Call& call) {
+  std::string client;
+  authorize(call.req, client);
+  if (!cache_->enabled())
+    throw ApiError(400, "the response cache is off (see serve --cache)", "invalid_request_error", {}, "cache_off");
+  const size_t dropped = cache_->clear();
+  send(call, {200, "application/json", dump(Json{{"object", "cache.cleared"}, {"entries", dropped}}), {}});
 }
 
 void ApiHandler::reserve_queue(ServedModel& model, int requests) {
@@ -283,7 +299,7 @@ void ApiHandler::reserve_queue(ServedModel& model, int requests) {
 
 void ApiHandler::generate(Endpoint endpoint, Call& call) {
   const HttpRequest& req = call.req;
-  admit_client(call);
+  const std::string tenant = admit_client(call);
   GenerationPlan plan;
   plan.request = parse_generation_request(endpoint, parse_json_body(req.body, config_.limits.max_json_depth), config_.limits);
   GenerationRequest& r = plan.request;
@@ -339,8 +355,9 @@ void ApiHandler::generate(Endpoint endpoint, Call& call) {
   plan.request_id = call.id;
   plan.headers = call.headers;
   plan.timeout = config_.request_timeout;
-  auto g = std::make_shared<Generation>(GenerationContext{engine_, model, metrics_}, std::move(plan), call.ex);
-  g->start();
+  cache_->answer(model, tenant, req, std::move(plan), call.ex, [this, &model](GenerationPlan p, std::shared_ptr<Exchange> ex) {
+    std::make_shared<Generation>(GenerationContext{engine_, model, metrics_}, std::move(p), std::move(ex))->start();
+  });
 }
 
 // One engine request per input, each computing the input's every token (as
@@ -371,7 +388,7 @@ void ApiHandler::embed(Call& call) {
 std::string ApiHandler::metrics_text() const {
   std::vector<ModelSeries> series;
   for (const auto& m : models_) series.push_back({m->name, engine_.metrics(m->index), m->metrics, m->in_flight.load()});
-  return metrics_.render(series, {connection_count_ ? connection_count_() : 0, draining_.load()});
+  return metrics_.render(series, {connection_count_ ? connection_count_() : 0, draining_.load()}, cache_->gauges());
 }
 
 }  // namespace llmserve::server

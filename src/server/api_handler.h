@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "server/cache_front.h"
 #include "server/cors.h"
 #include "server/http_server.h"
 #include "server/metrics.h"
@@ -42,6 +43,7 @@ struct ApiConfig {
   bool metrics_auth = false;  // /metrics needs a key too
   std::vector<std::string> allowed_origins;  // CORS: origins or "*"; empty: no CORS headers
   gateway::RouterConfig router;              // a "model" name routed to the small or the large model; off by default
+  CacheSettings cache;                       // the response cache; off by default
 };
 
 class ApiHandler {
@@ -77,7 +79,10 @@ class ApiHandler {
   void route(Call& call);
   void generate(Endpoint endpoint, Call& call);
   void embed(Call& call);
-  void admit_client(Call& call);  // draining, API key, rate limit: throws ApiError
+  // Draining, API key, rate limit: throws ApiError. Returns the tenant the
+  // request's cached answers belong to: its API key ("" on an open server).
+  std::string admit_client(Call& call);
+  void clear_cache(Call& call);  // DELETE /v1/cache
   void reserve_queue(ServedModel& model, int requests);  // its bounded queue: throws ApiError(429) when full
   void authorize(const HttpRequest& req, std::string& client) const;
   ServedModel& named_model(const std::string& name) const;  // 404 when none is
@@ -101,6 +106,7 @@ class ApiHandler {
   RateLimiter limiter_;
   CorsPolicy cors_;
   ServerMetrics metrics_;
+  std::unique_ptr<CacheFront> cache_;
   std::atomic<bool> draining_{false};
   std::atomic<uint64_t> next_id_;
   std::function<int()> connection_count_;

@@ -1,5 +1,6 @@
 #include "server/generation.h"
 
+#include <algorithm>
 #include <deque>
 #include <mutex>
 #include <random>
@@ -48,6 +49,8 @@ struct Generation::Choice {
   std::vector<LogprobEntry> logprobs;  // likewise
   int tokens = 0;
   std::vector<int32_t> ids;            // the generated tokens, end-of-generation excluded
+  double logprob_sum = 0;              // of `ids`, when the engine gave logprobs
+  std::string answer;                  // all the released text, when the plan stores the answer
   int cached_prompt_tokens = 0;
   bool finished = false;
   std::string finish_reason;
@@ -153,7 +156,8 @@ void Generation::start() {
   p.sampling = plan_.request.sampling;
   p.sampling.seed = seed;  // choice i samples with seed + i
   p.max_new_tokens = plan_.max_new_tokens;
-  p.top_logprobs = plan_.request.top_logprobs;
+  // A stored answer keeps its tokens' mean log-probability (verified hits).
+  p.top_logprobs = plan_.store ? std::max(plan_.request.top_logprobs, 0) : plan_.request.top_logprobs;
   p.speculative = plan_.request.speculative;
   p.n = static_cast<int>(n);  // the prompt is computed once for all choices
   try {
@@ -201,6 +205,7 @@ void Generation::take_tokens(Choice& c, const engine::RequestOutput& out) {
   for (const auto& g : out.tokens) {
     ++c.tokens;
     c.ids.push_back(g.token);
+    c.logprob_sum += g.logprob;
     std::string piece = c.decoder.push(g.token);
     const size_t start = c.produced;
     c.produced += piece.size();
@@ -220,6 +225,7 @@ void Generation::release(Choice& c, std::string text, bool final) {
   std::string out = c.stops.push(text);
   if (final) out += c.stops.flush();
   c.text += out;
+  if (plan_.store) c.answer += out;
   const size_t limit = c.stops.emitted();
   const bool stopped = c.stops.stopped();
   while (!c.pending.empty()) {
@@ -292,6 +298,8 @@ void Generation::complete() {
     for (const auto& c : choices_)
       if (c->error.empty() && !c->stops.stopped()) ctx_.model.turns.remember(plan_.prompt_text, plan_.prompt, c->ids);
   const Usage u = usage();
+  const auto whole = [](const auto& c) { return c->finish_reason == "stop" || c->finish_reason == "length"; };
+  if (plan_.store && std::ranges::all_of(choices_, whole)) plan_.store(answer());
   if (plan_.request.stream) {
     send_progress();
     if (plan_.request.include_usage) exchange_->write(sse_event(dump(usage_chunk(plan_.meta, u))));
@@ -306,6 +314,16 @@ void Generation::complete() {
   }
   ctx_.metrics.count_http_status(200);
   log_line(200, "ok");
+}
+
+gateway::CachedAnswer Generation::answer() const {
+  gateway::CachedAnswer a;
+  for (const auto& c : choices_) a.choices.push_back({c->answer, c->ids, c->finish_reason, {}});
+  a.prompt_tokens = static_cast<int>(plan_.prompt.size());
+  a.completion_tokens = usage().completion_tokens;
+  const Choice& first = *choices_.front();
+  if (!first.ids.empty()) a.mean_logprob = first.logprob_sum / static_cast<double>(first.ids.size());
+  return a;
 }
 
 void Generation::fail(int status, const std::string& message, const char* code) {

@@ -10,12 +10,14 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "engine/engine.h"
+#include "gateway/cached_answer.h"
 #include "server/http_server.h"
 #include "server/metrics.h"
 #include "server/openai_response.h"
@@ -41,6 +43,9 @@ struct GenerationPlan {
   std::string request_id;
   Headers headers;  // on the response, whichever it is (the API handler's choice: request id, CORS, ...)
   std::chrono::milliseconds timeout{0};  // 0: none
+  // Set: receives the whole answer once every choice finished with stop or
+  // length (server/cache_front.h stores it).
+  std::function<void(gateway::CachedAnswer)> store;
 };
 
 class Generation : public std::enable_shared_from_this<Generation> {
@@ -61,6 +66,7 @@ class Generation : public std::enable_shared_from_this<Generation> {
   void finish_choice(Choice& c, std::string reason);
   void send_progress();
   void complete();
+  gateway::CachedAnswer answer() const;
   void fail(int status, const std::string& message, const char* code);
   void abort(const char* why);
   Usage usage() const;

@@ -15,6 +15,8 @@ const std::vector<double> kItlBuckets = {0.001, 0.0025, 0.005, 0.0075, 0.01, 0.0
                                          0.3,   0.4,    0.5,   0.75,   1.0,  2.5,   5.0,  7.5,   10.0, 20.0, 40.0, 80.0};
 const std::vector<double> kLatencyBuckets = {0.01, 0.05, 0.1,  0.3,  0.5,  0.8,  1.0,   1.5,   2.0,   2.5,   5.0, 10.0,
                                              15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
+const std::vector<double> kCacheLookupBuckets = {0.00001, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.002,
+                                                 0.005,   0.01,    0.025,  0.05,    0.1,    0.25,  1.0};
 const std::vector<double> kTokenBuckets = {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000};
 
 std::string num(double v) {
@@ -98,6 +100,8 @@ ModelMetrics::ModelMetrics()
       prompt_tokens_per_request(kTokenBuckets),
       generation_tokens_per_request(kTokenBuckets) {}
 
+CacheMetrics::CacheMetrics() : lookup_seconds(kCacheLookupBuckets) {}
+
 void ServerMetrics::count_http_status(int status) {
   std::lock_guard lock(mu_);
   ++http_status_[status];
@@ -113,7 +117,7 @@ void ServerMetrics::count_route(const std::string& model) {
   ++routes_[model];
 }
 
-std::string ServerMetrics::render(const std::vector<ModelSeries>& models, const ApiGauges& g) const {
+std::string ServerMetrics::render(const std::vector<ModelSeries>& models, const ApiGauges& g, const CacheGauges& cache) const {
   Writer w;
   // A family with one sample per model.
   auto per_model = [&](const std::string& name, const char* type, const char* help, auto value) {
@@ -188,6 +192,24 @@ std::string ServerMetrics::render(const std::vector<ModelSeries>& models, const 
   w.sample("llmserve:http_open_connections", "", g.open_connections);
   w.family("llmserve:server_draining", "gauge", "1 while the server finishes in-flight requests before exiting.");
   w.sample("llmserve:server_draining", "", g.draining ? 1 : 0);
+  if (const CacheMetrics* c = cache.metrics) {
+    w.family("llmserve:cache_queries_total", "counter", "Response cache lookups by layer.");
+    w.sample("llmserve:cache_queries_total", "layer=\"exact\"", static_cast<double>(c->exact_queries.load()));
+    w.sample("llmserve:cache_queries_total", "layer=\"semantic\"", static_cast<double>(c->semantic_queries.load()));
+    w.family("llmserve:cache_hits_total", "counter", "Requests answered from the response cache, by layer.");
+    w.sample("llmserve:cache_hits_total", "layer=\"exact\"", static_cast<double>(c->exact_hits.load()));
+    w.sample("llmserve:cache_hits_total", "layer=\"semantic\"", static_cast<double>(c->semantic_hits.load()));
+    w.family("llmserve:cache_verify_rejections_total", "counter",
+             "Semantic hits not served: the answering model scored the cached answer too low for the new prompt.");
+    w.sample("llmserve:cache_verify_rejections_total", "", static_cast<double>(c->verify_rejections.load()));
+    w.family("llmserve:cache_lookup_seconds", "histogram",
+             "Time from a cacheable request to its cache decision (embedding and verification included), seconds.");
+    w.histogram("llmserve:cache_lookup_seconds", "", c->lookup_seconds);
+    w.family("llmserve:cache_entries", "gauge", "Answers in the response cache.");
+    w.sample("llmserve:cache_entries", "", static_cast<double>(cache.entries));
+    w.family("llmserve:cache_bytes", "gauge", "Bytes the response cache holds (its memory bound counts these).");
+    w.sample("llmserve:cache_bytes", "", static_cast<double>(cache.bytes));
+  }
   {
     std::lock_guard lock(mu_);
     w.family("llmserve:http_responses_total", "counter", "HTTP responses by status code.");

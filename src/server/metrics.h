@@ -66,6 +66,20 @@ struct ModelSeries {
   int in_flight = 0;  // engine requests the API handler admitted and are not finished
 };
 
+// The response cache's counters (server/cache_front.h).
+struct CacheMetrics {
+  CacheMetrics();
+  std::atomic<uint64_t> exact_queries{0}, exact_hits{0}, semantic_queries{0}, semantic_hits{0};
+  std::atomic<uint64_t> verify_rejections{0};  // semantic hits the answering model did not confirm
+  Histogram lookup_seconds;                    // a request's lookups, embedding and verification included
+};
+
+struct CacheGauges {
+  const CacheMetrics* metrics = nullptr;  // null: the cache is off and has no series
+  size_t entries = 0;
+  size_t bytes = 0;
+};
+
 // Gauges of the whole server that the API handler owns.
 struct ApiGauges {
   int open_connections = 0;
@@ -80,7 +94,7 @@ class ServerMetrics {
   void count_rejection(const std::string& reason);  // rate_limit, queue_full, timeout, ...
   void count_route(const std::string& model);       // the complexity router sent a request to this model
 
-  std::string render(const std::vector<ModelSeries>& models, const ApiGauges& gauges) const;
+  std::string render(const std::vector<ModelSeries>& models, const ApiGauges& gauges, const CacheGauges& cache = {}) const;
 
  private:
   mutable std::mutex mu_;

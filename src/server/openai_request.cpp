@@ -218,6 +218,7 @@ GenerationRequest parse_generation_request(Endpoint endpoint, const Json& body, 
 
   if (auto v = boolean(body, "stream")) r.stream = *v;
   if (auto v = boolean(body, "speculative")) r.speculative = *v;
+  if (auto v = boolean(body, "cache")) r.cache = *v;
   if (const Json* so = field(body, "stream_options")) {
     if (!r.stream) bad("stream_options", "'stream_options' is only allowed when 'stream' is true");
     if (!so->is_object()) bad("stream_options", "'stream_options' must be an object");

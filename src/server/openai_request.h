@@ -48,6 +48,7 @@ struct GenerationRequest {
   bool stream = false;
   bool include_usage = false;
   bool speculative = true;  // "speculative": false opts out of the server's --spec
+  bool cache = true;        // "cache": false opts out of the server's response cache
   int top_logprobs = -1;            // -1: no logprobs; else the sampled token's and this many best
 };
 

@@ -1,0 +1,76 @@
+#include "cli/cache_flags.h"
+
+#include <charconv>
+
+#include "cli/flag_checks.h"
+#include "core/error.h"
+
+namespace llmserve::cli {
+
+void add_cache_flags(CLI::App* cmd, CacheFlags& f) {
+  cmd->add_option("--cache", f.mode,
+                  "Response cache: off, exact (identical deterministic requests) or semantic (also prompts whose "
+                  "embedding is within --cache-tau, verified by the model)")
+      ->capture_default_str();
+  cmd->add_option("--cache-ttl", f.ttl_s, "Seconds a cached answer lives")->capture_default_str()->check(positive());
+  cmd->add_option("--cache-mem", f.mem_mib, "Response cache memory bound, MiB (least recently used answers go first)")
+      ->capture_default_str()
+      ->check(positive());
+  cmd->add_option("--cache-tau", f.taus,
+                  "Semantic threshold (cosine similarity in [0, 1]): T for every model or NAME=T for one (repeatable; "
+                  "default 0.9)");
+  cmd->add_option("--cache-embedder", f.embedder, "Prompt embeddings for the semantic layer: ngram or a served model's name")
+      ->capture_default_str();
+  cmd->add_option("--cache-verify", f.verify,
+                  "on: a semantic hit is served only if the model scores the cached answer after the new prompt at "
+                  "least as well as after its own, less --cache-verify-margin; off: served as found")
+      ->capture_default_str();
+  cmd->add_option("--cache-verify-margin", f.verify_margin, "Nats of mean log-probability a verified hit may lose")
+      ->capture_default_str()
+      ->check(at_least(0));
+}
+
+namespace {
+
+double tau_value(const std::string& text, const std::string& flag) {
+  double v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || !(v >= 0 && v <= 1))
+    throw Error("--cache-tau: " + flag + ": the threshold must be a number between 0 and 1, not '" + text + "'");
+  return v;
+}
+
+}  // namespace
+
+server::CacheSettings cache_settings(const CacheFlags& f) {
+  server::CacheSettings s;
+  if (f.mode == "off") s.mode = server::CacheMode::Off;
+  else if (f.mode == "exact") s.mode = server::CacheMode::Exact;
+  else if (f.mode == "semantic") s.mode = server::CacheMode::Semantic;
+  else throw Error("--cache must be off, exact or semantic, not '" + f.mode + "'");
+  if (f.verify != "on" && f.verify != "off") throw Error("--cache-verify must be on or off, not '" + f.verify + "'");
+  s.ttl = std::chrono::milliseconds(static_cast<int64_t>(f.ttl_s * 1000));
+  if (s.ttl.count() <= 0) throw Error("--cache-ttl must be at least 0.001 seconds");
+  s.max_bytes = static_cast<size_t>(f.mem_mib * (1 << 20));
+  if (s.max_bytes == 0) throw Error("--cache-mem must be at least 1 byte");
+  for (const std::string& t : f.taus) {
+    const size_t eq = t.find('=');
+    if (eq == std::string::npos) {
+      s.tau = tau_value(t, t);
+    } else {
+      const std::string name = t.substr(0, eq);
+      if (name.empty()) throw Error("--cache-tau: '" + t + "': the model name before '=' is empty");
+      if (!s.taus.emplace(name, tau_value(t.substr(eq + 1), t)).second)
+        throw Error("--cache-tau: model '" + name + "' is given twice");
+    }
+  }
+  s.embedder = f.embedder;
+  s.verify = f.verify == "on";
+  s.verify_margin = f.verify_margin;
+  const bool semantic_flags = !f.taus.empty() || f.embedder != "ngram" || f.verify != "on" || f.verify_margin != 0.5;
+  if (semantic_flags && s.mode != server::CacheMode::Semantic)
+    throw Error("--cache-tau, --cache-embedder and --cache-verify* need --cache semantic");
+  return s;
+}
+
+}  // namespace llmserve::cli

@@ -55,6 +55,7 @@ EncodedKey encode(const CacheKey& key) {
   if (key.seed) w.u64('s', *key.seed);
   w.i64('n', key.n);
   w.i64('l', key.top_logprobs);
+  w.u64('V', key.speculative);
   w.u64('O', key.stop.size());
   for (const std::string& s : key.stop) w.str('o', s);
   EncodedKey encoded;

@@ -28,6 +28,7 @@ struct CacheKey {
   std::optional<uint64_t> seed;  // none: the request asked for a random seed
   int n = 1;
   int top_logprobs = -1;  // -1: no logprobs
+  bool speculative = true;  // a seeded sample with drafts is another sample than without
   std::vector<std::string> stop;
 };
 

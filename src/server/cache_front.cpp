@@ -48,6 +48,7 @@ gateway::CacheKey key_of(const std::string& tenant, const ServedModel& model, co
   if (r.seed_given) k.seed = s.seed;
   k.n = r.n;
   k.top_logprobs = r.top_logprobs;
+  k.speculative = r.speculative;
   k.stop = plan.stop;
   return k;
 }

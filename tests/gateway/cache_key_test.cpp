@@ -46,6 +46,7 @@ const std::vector<std::pair<std::string, std::function<void(CacheKey&)>>> kChang
     {"seed absent", [](CacheKey& k) { k.seed.reset(); }},
     {"n", [](CacheKey& k) { k.n = 2; }},
     {"logprobs", [](CacheKey& k) { k.top_logprobs = 0; }},
+    {"speculative", [](CacheKey& k) { k.speculative = false; }},
     {"stop", [](CacheKey& k) { k.stop = {"\n\n"}; }},
     {"no stop", [](CacheKey& k) { k.stop.clear(); }},
 };

@@ -3,6 +3,7 @@
 // computes the prompt (leaving its KV in the prefix cache) and samples one
 // token with its logprobs. The complexity router reads it from the small model.
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -15,8 +16,14 @@ struct NextTokenStats {
   double margin = 0;   // logprob of the best token minus the second best's (0 with one token)
 };
 
-// Blocks until the request finishes; nullopt when the engine refuses or ends
-// it (a prompt beyond the model's context or KV pool, shutdown).
+using NextTokenStatsCallback = std::function<void(std::optional<NextTokenStats>)>;
+
+// Submits the request; `done` runs once, on the engine thread (it must not
+// block), with nullopt when the engine refuses or ends it (a prompt beyond
+// the model's context or KV pool, shutdown). Throws Error as submit() does.
+void request_next_token_stats(Engine& engine, int model, std::vector<int32_t> prompt, NextTokenStatsCallback done);
+
+// The same, waiting for the answer.
 std::optional<NextTokenStats> next_token_stats(Engine& engine, int model, std::vector<int32_t> prompt);
 
 }  // namespace llmserve::engine

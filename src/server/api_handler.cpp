@@ -120,9 +120,15 @@ void ApiHandler::send(Call& call, HttpResponse r, std::string_view reason) {
 void ApiHandler::handle(HttpRequest req, std::shared_ptr<Exchange> ex) {
   Call call{req, std::move(ex), request_id(req), cors_.response_headers(req)};
   call.headers.emplace_back("x-request-id", call.id);
-  try {
+  answering_errors(call, [&] {
     if (cors_.enabled() && CorsPolicy::is_preflight(req)) return preflight(call);
     route(call);
+  });
+}
+
+void ApiHandler::answering_errors(Call& call, const std::function<void()>& fn) {
+  try {
+    fn();
   } catch (const ApiError& e) {
     HttpResponse r{e.status, "application/json", error_body(e), {}};
     if (e.retry_after_s > 0) r.headers.emplace_back("Retry-After", std::to_string(e.retry_after_s));
@@ -298,14 +304,34 @@ void ApiHandler::reserve_queue(ServedModel& model, int requests) {
 }
 
 void ApiHandler::generate(Endpoint endpoint, Call& call) {
-  const HttpRequest& req = call.req;
   const std::string tenant = admit_client(call);
   GenerationPlan plan;
-  plan.request = parse_generation_request(endpoint, parse_json_body(req.body, config_.limits.max_json_depth), config_.limits);
+  plan.request = parse_generation_request(endpoint, parse_json_body(call.req.body, config_.limits.max_json_depth), config_.limits);
+  if (!router_ || !router_->routes(plan.request.model)) {
+    ServedModel& model = model_for(plan.request.model);
+    return generate_with(model, std::move(plan), tenant, call);
+  }
+  // Routed: the request goes on, on its strand, once the small model has
+  // read its prompt; it keeps what it needs of the call until then.
+  struct Routed {
+    HttpRequest req;
+    std::shared_ptr<Exchange> ex;
+    std::string id, tenant;
+    Headers headers;
+    GenerationPlan plan;
+  };
+  auto routed = std::make_shared<Routed>(Routed{call.req, call.ex, call.id, tenant, call.headers, std::move(plan)});
+  router_->choose(routed->plan.request, metrics_, call.ex, [this, routed](ServedModel& model) {
+    Call c{routed->req, routed->ex, routed->id, std::move(routed->headers)};
+    c.headers.emplace_back("x-llmserve-route", model.name);
+    answering_errors(c, [&] { generate_with(model, std::move(routed->plan), routed->tenant, c); });
+  });
+}
+
+void ApiHandler::generate_with(ServedModel& model, GenerationPlan plan, const std::string& tenant, Call& call) {
+  const HttpRequest& req = call.req;
+  const Endpoint endpoint = plan.request.endpoint;
   GenerationRequest& r = plan.request;
-  const bool routed = router_ && router_->routes(r.model);
-  ServedModel& model = routed ? router_->choose(r, metrics_) : model_for(r.model);
-  if (routed) call.headers.emplace_back("x-llmserve-route", model.name);
   const tok::Tokenizer& tok = model.tokenizer;
   plan.stop = r.stop;
   if (endpoint == Endpoint::Completions) {

@@ -78,6 +78,11 @@ class ApiHandler {
   void preflight(Call& call);
   void route(Call& call);
   void generate(Endpoint endpoint, Call& call);
+  // The rest of generate() once the request's model is known.
+  void generate_with(ServedModel& model, GenerationPlan plan, const std::string& tenant, Call& call);
+  // Runs `fn`; an exception becomes the call's error answer (ApiError's
+  // status, 500 otherwise).
+  void answering_errors(Call& call, const std::function<void()>& fn);
   void embed(Call& call);
   // Draining, API key, rate limit: throws ApiError. Returns the tenant the
   // request's cached answers belong to: its API key ("" on an open server).

@@ -27,7 +27,8 @@ ModelRouter::ModelRouter(gateway::RouterConfig config, engine::Engine& engine, c
       small_(named(models, router_.config().small)),
       large_(named(models, router_.config().large)) {}
 
-ServedModel& ModelRouter::choose(const GenerationRequest& r, ServerMetrics& metrics) {
+void ModelRouter::choose(const GenerationRequest& r, ServerMetrics& metrics, const std::shared_ptr<Exchange>& ex,
+                         std::function<void(ServedModel&)> then) {
   if (r.prompt_is_tokens)
     throw ApiError(400, "model '" + router_.config().name + "' routes text prompts only: token ids belong to one model's vocabulary",
                    "invalid_request_error", "prompt");
@@ -50,16 +51,28 @@ ServedModel& ModelRouter::choose(const GenerationRequest& r, ServerMetrics& metr
   }
   request.text = text;
   request.prompt_tokens = static_cast<int>(prompt.size());
-  ServedModel* chosen = large_;
-  if (!prompt.empty() && request.prompt_tokens < engine_.info(small_->index).max_context) {
-    if (const auto stats = engine::next_token_stats(engine_, small_->index, std::move(prompt))) {
-      request.entropy = stats->entropy;
-      request.margin = stats->margin;
-      chosen = router_.choose(gateway::route_score(gateway::route_features(request))) == small_->name ? small_ : large_;
-    }
+  if (prompt.empty() || request.prompt_tokens >= engine_.info(small_->index).max_context) {
+    metrics.count_route(large_->name);
+    return then(*large_);
   }
-  metrics.count_route(chosen->name);
-  return *chosen;
+  // The engine thread only posts the stats back to the exchange's strand.
+  engine::request_next_token_stats(
+      engine_, small_->index, std::move(prompt),
+      [this, &metrics, weak = std::weak_ptr<Exchange>(ex), request = std::move(request),
+       then = std::move(then)](std::optional<engine::NextTokenStats> stats) mutable {
+        const auto exchange = weak.lock();
+        if (!exchange) return;
+        exchange->post([this, &metrics, stats, request = std::move(request), then = std::move(then)]() mutable {
+          ServedModel* chosen = large_;
+          if (stats) {
+            request.entropy = stats->entropy;
+            request.margin = stats->margin;
+            chosen = router_.choose(gateway::route_score(gateway::route_features(request))) == small_->name ? small_ : large_;
+          }
+          metrics.count_route(chosen->name);
+          then(*chosen);
+        });
+      });
 }
 
 }  // namespace llmserve::server

@@ -4,12 +4,14 @@
 // next-token distribution after its prompt (one engine request that
 // computes the prompt, whose KV the small model's generation then finds in
 // the prefix cache), and goes to the small or the large served model.
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "engine/engine.h"
 #include "gateway/router.h"
+#include "server/http_server.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
 #include "server/served_model.h"
@@ -22,10 +24,13 @@ class ModelRouter {
   ModelRouter(gateway::RouterConfig config, engine::Engine& engine, const std::vector<std::unique_ptr<ServedModel>>& models);
 
   bool routes(const std::string& requested) const { return router_.routes(requested); }
-  // The model for `r`, counted in `metrics`. Blocks for the small model's
-  // prefill; a prompt the small model cannot hold goes to the large one.
+  // Chooses the model for `r`, counts it in `metrics` and calls `then` with
+  // it on the exchange's strand, after the small model's prefill (never
+  // blocking the caller's thread); nothing runs when the client has gone.
+  // A prompt the small model cannot hold goes to the large one at once.
   // Throws ApiError for a prompt of token ids (they belong to one vocabulary).
-  ServedModel& choose(const GenerationRequest& r, ServerMetrics& metrics);
+  void choose(const GenerationRequest& r, ServerMetrics& metrics, const std::shared_ptr<Exchange>& ex,
+              std::function<void(ServedModel&)> then);
 
  private:
   gateway::Router router_;

@@ -4,7 +4,12 @@
 // small model's scoring prefill leaves the prompt in its prefix cache.
 #include <gtest/gtest.h>
 
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+
 #include "core/error.h"
+#include "server/model_router.h"
 #include "server_fixture.h"
 
 namespace llmserve::server {
@@ -28,6 +33,60 @@ class RouterServerTest : public ServerTest {
     return v ? *v : "(none)";
   }
 };
+
+// An exchange whose strand is the test: posted work waits for run_next().
+class QueuedExchange final : public Exchange {
+ public:
+  void respond(HttpResponse) override {}
+  void begin_stream(int, std::string, Headers) override {}
+  void write(std::string_view) override {}
+  void end_stream() override {}
+  void on_close(std::function<void()>) override {}
+  void on_server_stop(std::function<void()>) override {}
+  bool client_gone() const override { return false; }
+  void after(std::chrono::milliseconds, std::function<void()>) override {}
+  void post(std::function<void()> fn) override {
+    std::lock_guard lock(mu_);
+    posted_.push_back(std::move(fn));
+    cv_.notify_all();
+  }
+  void run_next() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return !posted_.empty(); });
+    auto fn = std::move(posted_.front());
+    posted_.pop_front();
+    lock.unlock();
+    fn();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> posted_;
+};
+
+// The caller's (HTTP) thread never waits for the small model's prefill: the
+// choice arrives later, through the exchange's strand.
+TEST_F(RouterServerTest, TheChoiceComesThroughTheStrandWithoutBlockingTheCaller) {
+  REQUIRE_MODEL(small, "stories260K.gguf");
+  REQUIRE_MODEL(large, "TinyStories-656K.f16.gguf");
+  start_routed(small, large, 1.0);
+  std::vector<std::unique_ptr<ServedModel>> models;
+  models.push_back(std::make_unique<ServedModel>("small", 0, server_->model(0)));
+  models.push_back(std::make_unique<ServedModel>("large", 1, server_->model(1)));
+  ModelRouter router({.name = "auto", .small = "small", .large = "large", .threshold = 1.0}, server_->engine(), models);
+  GenerationRequest r;
+  r.model = "auto";
+  r.prompt_text = "Once upon a time";
+  ServerMetrics metrics;
+  auto ex = std::make_shared<QueuedExchange>();
+  const ServedModel* chosen = nullptr;
+  router.choose(r, metrics, ex, [&](ServedModel& m) { chosen = &m; });
+  EXPECT_EQ(chosen, nullptr);
+  ex->run_next();
+  ASSERT_NE(chosen, nullptr);
+  EXPECT_EQ(chosen->name, "small");  // threshold 1: every score is below it
+}
 
 // Threshold 0: every score reaches it, so the large model answers.
 TEST_F(RouterServerTest, ThresholdZeroSendsEverythingLarge) {

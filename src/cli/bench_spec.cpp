@@ -137,7 +137,8 @@ void run_spec_bench(const BenchOptions& o, const engine::SpeculationOptions& spe
   // Interleaved: plain, fixed k, adaptive k; each a fresh engine over the
   // same model (the draft's proposer state carries over harmlessly).
   std::vector<double> plain_tps, fixed_tps, adaptive_tps, predicted;
-  uint64_t drafts = 0, draft_tokens = 0, accepted = 0;
+  uint64_t drafts = 0, draft_tokens = 0, accepted = 0;  // of the fixed-k runs
+  uint64_t adaptive_drafts = 0, adaptive_draft_tokens = 0;
   for (int r = 0; r < o.reps; ++r) {
     {
       auto eng = engine_with(false);
@@ -165,7 +166,10 @@ void run_spec_bench(const BenchOptions& o, const engine::SpeculationOptions& spe
     }
     {
       auto eng = engine_with(true);
-      adaptive_tps.push_back(run_one(*eng, prompt, gen_len, true).decode_tps);
+      const Run run = run_one(*eng, prompt, gen_len, true);
+      adaptive_tps.push_back(run.decode_tps);
+      adaptive_drafts += run.after.spec.drafts - run.before.spec.drafts;
+      adaptive_draft_tokens += run.after.spec.draft_tokens - run.before.spec.draft_tokens;
     }
   }
   const double plain = median(plain_tps), fixed = median(fixed_tps), adaptive = median(adaptive_tps);
@@ -195,10 +199,14 @@ void run_spec_bench(const BenchOptions& o, const engine::SpeculationOptions& spe
               spec_options.method.c_str(), max_k, prompt.size(), gen_len, threads, o.reps);
   std::printf("  verify cost, step of k+1 rows / step of 1 row:");
   for (size_t k = 0; k < curve.size(); ++k) std::printf(" k=%zu %.2f", k + 1, curve[k]);
-  std::printf("\n  acceptance %.1f%% of %llu draft tokens, mean acceptance length %.2f tokens per verify\n",
+  std::printf("\n  fixed k: acceptance %.1f%% of %llu draft tokens, mean acceptance length %.2f tokens per verify\n",
               100 * acceptance, static_cast<unsigned long long>(draft_tokens), mean_len);
   std::printf("  decode tokens/s: plain %.2f | fixed k=%d %.2f (%.2fx; cost model predicts %.2fx) | adaptive %.2f (%.2fx)\n",
               plain, max_k, fixed, fixed / plain, pred, adaptive, adaptive / plain);
+  std::printf("  adaptive k: %.2f draft tokens per generated token (%llu verifies of %.2f tokens)\n",
+              static_cast<double>(adaptive_draft_tokens) / (static_cast<double>(o.reps) * gen_len),
+              static_cast<unsigned long long>(adaptive_drafts),
+              adaptive_drafts ? static_cast<double>(adaptive_draft_tokens) / adaptive_drafts : 0.0);
 }
 
 }  // namespace llmserve::cli

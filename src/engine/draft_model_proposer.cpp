@@ -1,6 +1,7 @@
 #include "engine/draft_model_proposer.h"
 
 #include <algorithm>
+#include <chrono>
 #include <string>
 
 #include "core/error.h"
@@ -86,7 +87,9 @@ void DraftModelProposer::propose(std::span<const DraftRequest> requests) {
     active_requests_.push_back(&r);
     passes = std::max(passes, k_max);
   }
+  const auto t0 = std::chrono::steady_clock::now();
   catch_up(active_, active_requests_);
+  catch_up_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 
   next_.resize(active_.size());
   for (int pass = 0; pass < passes; ++pass) {

@@ -19,6 +19,7 @@ class DraftModelProposer final : public Proposer {
   explicit DraftModelProposer(model::Instance& draft);
   void propose(std::span<const DraftRequest> requests) override;
   void release(SeqId id) override;
+  double catch_up_ms() const override { return catch_up_ms_; }
   int free_blocks() const { return static_cast<int>(free_.size()); }
 
  private:
@@ -40,6 +41,7 @@ class DraftModelProposer final : public Proposer {
   std::vector<size_t> in_pass_;
   std::vector<int32_t> next_, history_;
   std::vector<float> q_;
+  double catch_up_ms_ = 0;
 };
 
 // Throws Error naming both files unless the two models' tokenizers have the

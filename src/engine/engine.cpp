@@ -489,19 +489,26 @@ void Engine::propose(ModelSlot& slot) {
   if (draftable_.empty()) return;
   alpha_.clear();
   for (const Sequence* s : draftable_) alpha_.push_back(live_.at(s->id())->acceptance.rate());
-  if (spec.adaptive)
+  bool drafts_can_pay = true;  // were every draft accepted
+  if (spec.adaptive) {
     choose_draft_lengths(alpha_, spec.max_k, spec.cost, slot.draft_ms_per_k, draft_k_);
-  else
+    if (std::ranges::find(draft_k_, 0) != draft_k_.end()) {
+      alpha_.assign(draftable_.size(), 1.0);
+      choose_draft_lengths(alpha_, spec.max_k, spec.cost, slot.draft_ms_per_k, best_case_k_);
+      drafts_can_pay = std::ranges::any_of(best_case_k_, [](int k) { return k > 0; });
+    }
+  } else {
     draft_k_.assign(draftable_.size(), spec.max_k);
-
+  }
   draft_requests_.clear();
   int passes = 0;
   for (size_t i = 0; i < draftable_.size(); ++i) {
     const Sequence& seq = *draftable_[i];
     Live& live = *live_.at(seq.id());
     // A sequence whose drafts stopped paying gets one now and then, so its
-    // acceptance can recover.
-    live.probing = draft_k_[i] == 0 && ++live.steps_without_draft >= live.probe_interval;
+    // acceptance can recover; not when drafts would not pay even if all
+    // were accepted (a draft as slow as the model, a step too wide).
+    live.probing = draft_k_[i] == 0 && ++live.steps_without_draft >= live.probe_interval && drafts_can_pay;
     if (live.probing) draft_k_[i] = 1;
     if (draft_k_[i] == 0) continue;
     live.steps_without_draft = 0;
@@ -511,7 +518,8 @@ void Engine::propose(ModelSlot& slot) {
   if (draft_requests_.empty()) return;
   const auto t0 = Clock::now();
   spec.proposer->propose(draft_requests_);
-  const double total_ms = ms_between(t0, Clock::now()), ms = total_ms / passes;
+  const double total_ms = ms_between(t0, Clock::now());
+  const double ms = std::max(0.0, total_ms - spec.proposer->catch_up_ms()) / passes;
   slot.spec_metrics.proposer_ms += total_ms;
   slot.draft_ms_per_k = slot.draft_ms_per_k == 0 ? ms : 0.9 * slot.draft_ms_per_k + 0.1 * ms;
 

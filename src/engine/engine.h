@@ -201,7 +201,7 @@ class Engine {
   std::vector<const Sequence*> draftable_;
   std::vector<DraftRequest> draft_requests_;
   std::vector<double> alpha_;
-  std::vector<int> draft_k_;
+  std::vector<int> draft_k_, best_case_k_;
   std::thread thread_;
 };
 

@@ -34,6 +34,9 @@ class Proposer {
   virtual void propose(std::span<const DraftRequest> requests) = 0;
   // The sequence finished: forget whatever was kept for it.
   virtual void release(SeqId) {}
+  // Of the last propose(), the milliseconds spent catching up on tokens the
+  // proposer had not seen (a draft model's prefill), not drafting.
+  virtual double catch_up_ms() const { return 0; }
 };
 
 }  // namespace llmserve::engine

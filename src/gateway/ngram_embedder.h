@@ -14,7 +14,7 @@ namespace llmserve::gateway {
 struct NgramConfig {
   int min_n = 3;
   int max_n = 5;
-  int dims = 4096;
+  int dims = 1024;
 };
 
 class NgramEmbedder : public Embedder {

@@ -517,7 +517,11 @@ void Engine::propose(ModelSlot& slot) {
   }
   if (draft_requests_.empty()) return;
   const auto t0 = Clock::now();
-  spec.proposer->propose(draft_requests_);
+  try {
+    spec.proposer->propose(draft_requests_);
+  } catch (const std::exception&) {  // a failing proposer costs this step's drafts, never its requests
+    for (const DraftRequest& r : draft_requests_) r.out->tokens.clear();
+  }
   const double total_ms = ms_between(t0, Clock::now());
   const double ms = std::max(0.0, total_ms - spec.proposer->catch_up_ms()) / passes;
   slot.spec_metrics.proposer_ms += total_ms;

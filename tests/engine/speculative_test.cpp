@@ -275,6 +275,28 @@ TEST(Speculative, NgramGreedyEqualsPlainDecodingF16) {
   expect_speculative_equals_alone(path, blocks(512), 32);
 }
 
+// A proposer that throws (say, its model's forward pass fails) costs the
+// drafts only: the requests decode as they would without it.
+TEST(Speculative, AFailingProposerLeavesPlainDecoding) {
+  REQUIRE_MODEL(path, "stories260K.gguf");
+  struct Failing final : Proposer {
+    void propose(std::span<const DraftRequest> requests) override {
+      for (const DraftRequest& r : requests) r.out->tokens.assign(static_cast<size_t>(r.k), 1);  // half-written
+      throw Error("the draft model failed");
+    }
+  } failing;
+  Served s(path, blocks(512), {.max_seqs = 16, .spec = {{.proposer = &failing, .max_k = 4, .adaptive = false, .cost = {}}}});
+  const auto prompts = sixteen_prompts(s.tok());
+  std::vector<RequestParams> requests;
+  for (const auto& p : prompts) requests.push_back(greedy(p, 24));
+  const auto results = run_all(s.engine, requests);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(results[i].tokens, alone(s.m(), s.tok(), prompts[i], 24)) << "prompt " << i;
+    EXPECT_NE(results[i].reason, FinishReason::Error) << results[i].error;
+  }
+  EXPECT_EQ(s.engine.metrics().spec.drafts, 0u);
+}
+
 // Blocks of 4 tokens: drafts cross block boundaries and are rolled back
 // across them; 14 blocks for 16 prompts: preemption; 16-token steps:
 // chunked prefill beside verify entries.

@@ -58,11 +58,12 @@ void ModelRouter::choose(const GenerationRequest& r, ServerMetrics& metrics, con
   // The engine thread only posts the stats back to the exchange's strand.
   engine::request_next_token_stats(
       engine_, small_->index, std::move(prompt),
-      [this, &metrics, weak = std::weak_ptr<Exchange>(ex), request = std::move(request),
+      [this, &metrics, weak = std::weak_ptr<Exchange>(ex), request, text = std::move(text),
        then = std::move(then)](std::optional<engine::NextTokenStats> stats) mutable {
         const auto exchange = weak.lock();
         if (!exchange) return;
-        exchange->post([this, &metrics, stats, request = std::move(request), then = std::move(then)]() mutable {
+        exchange->post([this, &metrics, stats, request, text = std::move(text), then = std::move(then)]() mutable {
+          request.text = text;  // the view into the caller's string is gone by now
           ServedModel* chosen = large_;
           if (stats) {
             request.entropy = stats->entropy;

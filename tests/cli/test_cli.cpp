@@ -561,3 +561,36 @@ TEST(Cli, RouterEvalRefusesBadInputInOneLine) {
     EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << args << ": " << r.out;
   }
 }
+
+// serve's response-cache flags: a value that cannot work, a model name that
+// is not served, or a semantic-only flag without --cache semantic is one
+// "error: FLAG: ..." line and exit 1, before anything loads.
+TEST(Cli, ServeRefusesBadCacheFlags) {
+  const std::string m = "-m a=" + tiny_model();
+  const std::pair<std::string, std::string> cases[] = {
+      {"--cache semantic --cache-tau 1.5", "--cache-tau"},
+      {"--cache semantic --cache-tau -0.1", "--cache-tau"},
+      {"--cache semantic --cache-tau a=x", "--cache-tau"},
+      {"--cache semantic --cache-tau =0.9", "--cache-tau"},
+      {"--cache semantic --cache-tau a=0.9 --cache-tau a=0.8", "--cache-tau"},
+      {"--cache semantic --cache-tau NOT_SERVED=0.9", "--cache-tau"},
+      {"--cache exact --cache-ttl 0", "--cache-ttl"},
+      {"--cache exact --cache-ttl -1", "--cache-ttl"},
+      {"--cache exact --cache-ttl 0.0001", "--cache-ttl"},
+      {"--cache exact --cache-mem 0", "--cache-mem"},
+      {"--cache bogus", "--cache"},
+      {"--cache semantic --cache-embedder NOT_SERVED", "--cache-embedder"},
+      {"--cache semantic --cache-verify maybe", "--cache-verify"},
+      {"--cache semantic --cache-verify-margin -1", "--cache-verify-margin"},
+      {"--cache exact --cache-tau 0.9", "--cache-tau"},
+      {"--cache exact --cache-embedder a", "--cache-embedder"},
+      {"--cache-verify off", "--cache-verify"},
+      {"--cache exact --cache-verify-margin 1", "--cache-verify-margin"},
+  };
+  for (const auto& [args, flag] : cases) {
+    const Result r = run("serve --port 0 -t 1 " + m + " " + args);
+    EXPECT_EQ(r.exit_code, 1) << args << ": " << r.out;
+    EXPECT_TRUE(r.out.starts_with("error: " + flag + ": ")) << args << ": " << r.out;
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << args << ": " << r.out;
+  }
+}

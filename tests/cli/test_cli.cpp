@@ -594,3 +594,38 @@ TEST(Cli, ServeRefusesBadCacheFlags) {
     EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << args << ": " << r.out;
   }
 }
+
+// bench-serve against `serve --cache exact`, one greedy prompt six times, one
+// request at a time: the first is a miss, the other five exact hits, in the
+// table and in the JSON.
+TEST(Cli, BenchServeCountsRequestsPerCacheLayer) {
+  ServeProcess serve("-m " + tiny_model() + " --port 0 -t 1 --cache exact");
+  const uint16_t port = serve.port();
+  ASSERT_NE(port, 0) << serve.output();
+  const TempFile dataset("bench-serve-cache.jsonl", [](const std::string& p) {
+    write_file(p, R"({"prompt": "Once upon a time", "temperature": 0, "output_len": 8})" "\n");
+  });
+  const TempFile json("bench-serve-cache.json");
+  const Result r = run("bench-serve --url http://127.0.0.1:" + std::to_string(port) + " --dataset " + dataset.path() +
+                       " --num-prompts 6 --concurrency 1 --json " + json.path());
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("Response cache (x-llmserve-cache)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\nexact             5   83.3% "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\nmiss              1   16.7% "), std::string::npos) << r.out;
+
+  const auto j = nlohmann::json::parse(read_file(json.path()));
+  const auto& cache = j.at("cache");
+  EXPECT_EQ(cache.at("exact").at("count"), 5);
+  EXPECT_EQ(cache.at("miss").at("count"), 1);
+  int total = 0;
+  double shares = 0;
+  for (const char* layer : {"exact", "semantic", "miss", "bypass"}) {
+    total += cache.at(layer).at("count").get<int>();
+    shares += cache.at(layer).at("share").get<double>();
+    EXPECT_TRUE(cache.at(layer).contains("p99_ttft_ms")) << layer;
+  }
+  EXPECT_EQ(total, j.at("completed").get<int>());
+  EXPECT_EQ(total, 6);
+  EXPECT_NEAR(shares, 1.0, 1e-9);
+  EXPECT_GT(cache.at("exact").at("mean_e2e_ms").get<double>(), 0);
+}

@@ -4,7 +4,9 @@
 // (output tokens - 1)), end-to-end latency; request and token throughput,
 // and goodput (requests per second that met the --slo-* targets).
 //
-// Against an llmserve server it also reads the engine's own latency
+// Against an llmserve server with a response cache it counts the requests
+// per cache layer (the x-llmserve-cache header) and times each layer apart.
+// It also reads the engine's own latency
 // histograms from /metrics before and after the run: the same requests timed
 // inside the engine, so the difference to the client's numbers is what HTTP,
 // JSON and SSE add, free of the host's timing noise that separate runs carry.
@@ -53,7 +55,7 @@ struct BenchOptions {
 };
 
 struct Prompt {
-  Json prompt;  // text or token ids (completions) / messages (chat)
+  Json fields;  // "prompt" (text or token ids) or "messages", and a dataset line's other request fields
   int output_len;
 };
 
@@ -64,6 +66,7 @@ struct Sample {
   double ttft_ms = 0, e2e_ms = 0, tpot_ms = 0;
   std::vector<double> itl_ms;
   int prompt_tokens = 0, output_tokens = 0;
+  std::string cache_layer;  // x-llmserve-cache: exact, semantic, miss or bypass; "" when not sent
 };
 
 // Synthetic completion prompts are token ids, so their length is exact
@@ -80,14 +83,15 @@ std::vector<Prompt> make_prompts(const BenchOptions& o) {
       if (o.endpoint == "chat") {  // text: about one token per " a" in common vocabularies
         std::string text = std::to_string(i);
         for (int k = 0; k < o.input_len; ++k) text += " a";
-        out.push_back({Json::array({{{"role", "user"}, {"content", text}}}), o.output_len});
+        out.push_back({{{"messages", Json::array({{{"role", "user"}, {"content", text}}})}}, o.output_len});
       } else {
-        out.push_back({ids, o.output_len});
+        out.push_back({{{"prompt", ids}}, o.output_len});
       }
     }
     return out;
   }
-  // JSON lines: {"prompt": "..."} or {"messages": [...]}, optional "output_len".
+  // JSON lines: {"prompt": "..."} or {"messages": [...]}, optional "output_len"; any other field (e.g.
+  // "temperature") goes into the request as given.
   std::ifstream in(o.dataset);
   if (!in) throw Error(o.dataset + ": cannot read the dataset");
   std::vector<Prompt> all;
@@ -105,7 +109,8 @@ std::vector<Prompt> make_prompts(const BenchOptions& o) {
     if (!j.is_object() || !j.contains(key))
       throw Error(o.dataset + ":" + std::to_string(line_no) + ": expected an object with \"" + key + "\"");
     const int len = j.contains("output_len") && j["output_len"].is_number_integer() ? j["output_len"].get<int>() : o.output_len;
-    all.push_back({j[key], len});
+    j.erase("output_len");
+    all.push_back({j, len});
   }
   if (all.empty()) throw Error(o.dataset + ": no prompts");
   for (int i = 0; i < o.num_prompts; ++i) out.push_back(all[static_cast<size_t>(i) % all.size()]);
@@ -132,8 +137,8 @@ class SseReader {
 };
 
 Sample run_one(server::HttpClient& client, const server::Url& url, const BenchOptions& o, const Prompt& p) {
-  Json body = {{"model", o.model}, {"max_tokens", p.output_len}, {"stream", true}, {"stream_options", {{"include_usage", true}}}};
-  body[o.endpoint == "chat" ? "messages" : "prompt"] = p.prompt;
+  Json body = p.fields;
+  body.update({{"model", o.model}, {"max_tokens", p.output_len}, {"stream", true}, {"stream_options", {{"include_usage", true}}}});
   server::Headers headers;
   if (!o.api_key.empty()) headers.emplace_back("Authorization", "Bearer " + o.api_key);
   const std::string target = url.base_path + (o.endpoint == "chat" ? "/v1/chat/completions" : "/v1/completions");
@@ -176,6 +181,8 @@ Sample run_one(server::HttpClient& client, const server::Url& url, const BenchOp
   });
   s.e2e_ms = ms(t0, Clock::now());
   s.status = r.status;
+  for (const auto& [name, value] : r.headers)
+    if (name == "x-llmserve-cache") s.cache_layer = value;
   if (r.status != 200) {
     s.error = r.status == 0 ? r.error : "HTTP " + std::to_string(r.status) + ": " + error_body.substr(0, 200);
     return s;
@@ -207,6 +214,34 @@ Stats stats(std::vector<double> v) {
   s.p90 = pct(0.9);
   s.p99 = pct(0.99);
   return s;
+}
+
+// The completed requests a response-cache layer answered and their latency.
+struct CacheLayer {
+  const char* name;
+  int count;
+  double share;  // of the completed requests
+  Stats e2e, ttft;
+};
+
+// One entry per layer of x-llmserve-cache; none when the server sent no such
+// header (another server, or llmserve without --cache).
+std::vector<CacheLayer> cache_layers(const std::vector<Sample>& samples, int completed) {
+  std::vector<CacheLayer> layers;
+  const bool sent = std::any_of(samples.begin(), samples.end(), [](const Sample& s) { return !s.cache_layer.empty(); });
+  if (!sent) return layers;
+  for (const char* name : {"exact", "semantic", "miss", "bypass"}) {
+    std::vector<double> e2e, ttft;
+    for (const Sample& s : samples)
+      if (s.ok && s.cache_layer == name) {
+        e2e.push_back(s.e2e_ms);
+        ttft.push_back(s.ttft_ms);
+      }
+    const int count = static_cast<int>(e2e.size());
+    const double share = completed > 0 ? static_cast<double>(count) / completed : 0;
+    layers.push_back({name, count, share, stats(std::move(e2e)), stats(std::move(ttft))});
+  }
+  return layers;
 }
 
 // GET url + path on a connection of its own, with the API key if any.
@@ -316,6 +351,7 @@ void run_bench(BenchOptions o) {
     good += meets;
   }
   const Stats st_ttft = stats(ttft), st_tpot = stats(tpot), st_itl = stats(itl), st_e2e = stats(e2e);
+  const std::vector<CacheLayer> layers = cache_layers(samples, ok);
 
   Json j = {{"url", o.url},
             {"endpoint", o.endpoint},
@@ -348,11 +384,23 @@ void run_bench(BenchOptions o) {
   put("tpot", st_tpot);
   put("itl", st_itl);
   put("e2e", st_e2e);
+  for (const CacheLayer& l : layers) {  // latencies null for a layer that answered nothing
+    auto t = [&](double v) { return l.count > 0 ? Json(v) : Json(nullptr); };
+    j["cache"][l.name] = {{"count", l.count},            {"share", l.share},             {"mean_e2e_ms", t(l.e2e.mean)},
+                          {"p50_e2e_ms", t(l.e2e.p50)},   {"p99_e2e_ms", t(l.e2e.p99)},   {"mean_ttft_ms", t(l.ttft.mean)},
+                          {"p50_ttft_ms", t(l.ttft.p50)}, {"p99_ttft_ms", t(l.ttft.p99)}};
+  }
   // The engine's view of this run's requests (meaningful while nothing else
   // loads the server): mean TTFT and TPOT, and the client's excess over them.
+  // Not with cache hits: those never reach the engine, so the two views differ
+  // in which requests they time.
   const double engine_tokens = server_after.tpot_count - server_before.tpot_count;
   const double engine_firsts = server_after.ttft_count - server_before.ttft_count;
-  const bool engine_view = server_before.found && server_after.found && engine_tokens > 0 && engine_firsts > 0;
+  const bool cache_hits = std::any_of(layers.begin(), layers.end(), [](const CacheLayer& l) {
+    return l.count > 0 && (std::string_view(l.name) == "exact" || std::string_view(l.name) == "semantic");
+  });
+  const bool engine_view =
+      server_before.found && server_after.found && engine_tokens > 0 && engine_firsts > 0 && !cache_hits;
   double engine_ttft_ms = 0, engine_tpot_ms = 0;
   if (engine_view) {
     engine_ttft_ms = (server_after.ttft_sum - server_before.ttft_sum) / engine_firsts * 1e3;
@@ -382,6 +430,18 @@ void run_bench(BenchOptions o) {
   std::fprintf(table, "%-10s %10s %10s %10s %10s\n", "(ms)", "mean", "p50", "p90", "p99");
   for (const auto& [name, s] : {std::pair{"TTFT", st_ttft}, {"TPOT", st_tpot}, {"ITL", st_itl}, {"E2E", st_e2e}})
     std::fprintf(table, "%-10s %10.2f %10.2f %10.2f %10.2f\n", name, s.mean, s.p50, s.p90, s.p99);
+  if (!layers.empty()) {
+    std::fprintf(table, "Response cache (x-llmserve-cache), E2E and TTFT in ms:\n");
+    std::fprintf(table, "%-10s %8s %7s %9s %9s %9s %9s %9s %9s\n", "layer", "requests", "share", "E2E mean", "E2E p50",
+                 "E2E p99", "TTFT mean", "TTFT p50", "TTFT p99");
+    for (const CacheLayer& l : layers) {
+      std::fprintf(table, "%-10s %8d %6.1f%%", l.name, l.count, 100 * l.share);
+      for (double v : {l.e2e.mean, l.e2e.p50, l.e2e.p99, l.ttft.mean, l.ttft.p50, l.ttft.p99})
+        if (l.count > 0) std::fprintf(table, " %9.2f", v);
+        else std::fprintf(table, " %9s", "-");
+      std::fprintf(table, "\n");
+    }
+  }
   if (engine_view) {
     std::fprintf(table, "%-32s TTFT %.2f, TPOT %.3f\n", "Engine-side mean (ms):", engine_ttft_ms, engine_tpot_ms);
     std::fprintf(table, "%-32s %.3f ms per output token (%.2f%% of TPOT), TTFT +%.2f ms\n", "HTTP + client overhead:",
@@ -411,7 +471,9 @@ void add_bench_serve(CLI::App& app) {
   cmd->add_option("--num-prompts", o->num_prompts, "Requests to send")->capture_default_str();
   cmd->add_option("--input-len", o->input_len, "Synthetic prompt length, tokens")->capture_default_str();
   cmd->add_option("--output-len", o->output_len, "max_tokens per request")->capture_default_str();
-  cmd->add_option("--dataset", o->dataset, "JSON lines: {\"prompt\": ...} or {\"messages\": [...]}, optional \"output_len\"");
+  cmd->add_option("--dataset", o->dataset,
+                  "JSON lines: {\"prompt\": ...} or {\"messages\": [...]}, optional \"output_len\"; other fields (e.g. "
+                  "\"temperature\") are sent with the request");
   cmd->add_option("--endpoint", o->endpoint, "completions or chat")->capture_default_str();
   cmd->add_option("--model", o->model, "Model name to send (default: the first of /v1/models)");
   cmd->add_option("--api-key", o->api_key, "API key (Authorization: Bearer)");

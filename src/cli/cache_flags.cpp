@@ -1,5 +1,6 @@
 #include "cli/cache_flags.h"
 
+#include <algorithm>
 #include <charconv>
 
 #include "cli/flag_checks.h"
@@ -32,27 +33,43 @@ void add_cache_flags(CLI::App* cmd, CacheFlags& f) {
 
 namespace {
 
-double tau_value(const std::string& text, const std::string& flag) {
+// `text`: the threshold out of `given` (T or NAME=T).
+double tau_value(const std::string& text, const std::string& given) {
   double v = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (ec != std::errc() || end != text.data() + text.size() || !(v >= 0 && v <= 1))
-    throw Error("--cache-tau: " + flag + ": the threshold must be a number between 0 and 1, not '" + text + "'");
+    throw Error("--cache-tau: the threshold must be a number between 0 and 1, not '" + given + "'");
   return v;
+}
+
+// The semantic-only flag the user gave, or "" when none was.
+std::string semantic_flag_given(const CacheFlags& f) {
+  if (!f.taus.empty()) return "--cache-tau";
+  if (f.embedder != "ngram") return "--cache-embedder";
+  if (f.verify != "on") return "--cache-verify";
+  if (f.verify_margin != 0.5) return "--cache-verify-margin";
+  return "";
+}
+
+bool is_served(const std::string& name, const std::vector<server::ModelFile>& served) {
+  return std::any_of(served.begin(), served.end(), [&](const server::ModelFile& m) { return m.name == name; });
 }
 
 }  // namespace
 
-server::CacheSettings cache_settings(const CacheFlags& f) {
+server::CacheSettings cache_settings(const CacheFlags& f, const std::vector<server::ModelFile>& served) {
   server::CacheSettings s;
   if (f.mode == "off") s.mode = server::CacheMode::Off;
   else if (f.mode == "exact") s.mode = server::CacheMode::Exact;
   else if (f.mode == "semantic") s.mode = server::CacheMode::Semantic;
-  else throw Error("--cache must be off, exact or semantic, not '" + f.mode + "'");
-  if (f.verify != "on" && f.verify != "off") throw Error("--cache-verify must be on or off, not '" + f.verify + "'");
+  else throw Error("--cache: must be off, exact or semantic, not '" + f.mode + "'");
+  if (const std::string flag = semantic_flag_given(f); !flag.empty() && s.mode != server::CacheMode::Semantic)
+    throw Error(flag + ": needs --cache semantic");
+  if (f.verify != "on" && f.verify != "off") throw Error("--cache-verify: must be on or off, not '" + f.verify + "'");
   s.ttl = std::chrono::milliseconds(static_cast<int64_t>(f.ttl_s * 1000));
-  if (s.ttl.count() <= 0) throw Error("--cache-ttl must be at least 0.001 seconds");
+  if (s.ttl.count() <= 0) throw Error("--cache-ttl: must be at least 0.001 seconds");
   s.max_bytes = static_cast<size_t>(f.mem_mib * (1 << 20));
-  if (s.max_bytes == 0) throw Error("--cache-mem must be at least 1 byte");
+  if (s.max_bytes == 0) throw Error("--cache-mem: must be at least 1 byte");
   for (const std::string& t : f.taus) {
     const size_t eq = t.find('=');
     if (eq == std::string::npos) {
@@ -60,16 +77,16 @@ server::CacheSettings cache_settings(const CacheFlags& f) {
     } else {
       const std::string name = t.substr(0, eq);
       if (name.empty()) throw Error("--cache-tau: '" + t + "': the model name before '=' is empty");
+      if (!is_served(name, served)) throw Error("--cache-tau: '" + t + "': no served model is named '" + name + "'");
       if (!s.taus.emplace(name, tau_value(t.substr(eq + 1), t)).second)
         throw Error("--cache-tau: model '" + name + "' is given twice");
     }
   }
+  if (f.embedder != "ngram" && !is_served(f.embedder, served))
+    throw Error("--cache-embedder: must be ngram or a served model's name, not '" + f.embedder + "'");
   s.embedder = f.embedder;
   s.verify = f.verify == "on";
   s.verify_margin = f.verify_margin;
-  const bool semantic_flags = !f.taus.empty() || f.embedder != "ngram" || f.verify != "on" || f.verify_margin != 0.5;
-  if (semantic_flags && s.mode != server::CacheMode::Semantic)
-    throw Error("--cache-tau, --cache-embedder and --cache-verify* need --cache semantic");
   return s;
 }
 

@@ -1,14 +1,15 @@
 #pragma once
 // serve's response-cache flags (--cache, --cache-ttl, --cache-mem,
 // --cache-tau, --cache-embedder, --cache-verify, --cache-verify-margin) and
-// the settings they give. Model names (a tau's, the embedder's) are checked
-// against the served models when the server starts.
+// the settings they give, model names (a tau's, the embedder's) checked
+// against the served models.
 #include <CLI/CLI.hpp>
 
 #include <string>
 #include <vector>
 
 #include "server/cache_front.h"
+#include "server/server.h"
 
 namespace llmserve::cli {
 
@@ -25,6 +26,6 @@ struct CacheFlags {
 void add_cache_flags(CLI::App* cmd, CacheFlags& flags);
 
 // Throws Error naming the flag and value that is wrong.
-server::CacheSettings cache_settings(const CacheFlags& flags);
+server::CacheSettings cache_settings(const CacheFlags& flags, const std::vector<server::ModelFile>& served);
 
 }  // namespace llmserve::cli

@@ -62,9 +62,8 @@ void run_serve(ServeOptions o) {
   o.api.request_timeout = seconds(o.request_timeout_s);
   o.http.header_timeout = seconds(o.header_timeout_s);
   o.http.body_timeout = seconds(o.body_timeout_s);
-  o.api.cache = cache_settings(o.cache);
-
   o.engine.models = served_models(o.models, o.model_name);
+  o.api.cache = cache_settings(o.cache, o.engine.models);
   engine::validate(o.engine.spec);
   if (o.kv_mem_mib > 0) o.engine.instance.kv_bytes = static_cast<size_t>(o.kv_mem_mib * (1 << 20));
   const auto kv_type = gguf::type_info_by_name(o.kv_type);

@@ -561,3 +561,71 @@ TEST(Cli, RouterEvalRefusesBadInputInOneLine) {
     EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << args << ": " << r.out;
   }
 }
+
+// serve's response-cache flags: a value that cannot work, a model name that
+// is not served, or a semantic-only flag without --cache semantic is one
+// "error: FLAG: ..." line and exit 1, before anything loads.
+TEST(Cli, ServeRefusesBadCacheFlags) {
+  const std::string m = "-m a=" + tiny_model();
+  const std::pair<std::string, std::string> cases[] = {
+      {"--cache semantic --cache-tau 1.5", "--cache-tau"},
+      {"--cache semantic --cache-tau -0.1", "--cache-tau"},
+      {"--cache semantic --cache-tau a=x", "--cache-tau"},
+      {"--cache semantic --cache-tau =0.9", "--cache-tau"},
+      {"--cache semantic --cache-tau a=0.9 --cache-tau a=0.8", "--cache-tau"},
+      {"--cache semantic --cache-tau NOT_SERVED=0.9", "--cache-tau"},
+      {"--cache exact --cache-ttl 0", "--cache-ttl"},
+      {"--cache exact --cache-ttl -1", "--cache-ttl"},
+      {"--cache exact --cache-ttl 0.0001", "--cache-ttl"},
+      {"--cache exact --cache-mem 0", "--cache-mem"},
+      {"--cache bogus", "--cache"},
+      {"--cache semantic --cache-embedder NOT_SERVED", "--cache-embedder"},
+      {"--cache semantic --cache-verify maybe", "--cache-verify"},
+      {"--cache semantic --cache-verify-margin -1", "--cache-verify-margin"},
+      {"--cache exact --cache-tau 0.9", "--cache-tau"},
+      {"--cache exact --cache-embedder a", "--cache-embedder"},
+      {"--cache-verify off", "--cache-verify"},
+      {"--cache exact --cache-verify-margin 1", "--cache-verify-margin"},
+  };
+  for (const auto& [args, flag] : cases) {
+    const Result r = run("serve --port 0 -t 1 " + m + " " + args);
+    EXPECT_EQ(r.exit_code, 1) << args << ": " << r.out;
+    EXPECT_TRUE(r.out.starts_with("error: " + flag + ": ")) << args << ": " << r.out;
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << args << ": " << r.out;
+  }
+}
+
+// bench-serve against `serve --cache exact`, one greedy prompt six times, one
+// request at a time: the first is a miss, the other five exact hits, in the
+// table and in the JSON.
+TEST(Cli, BenchServeCountsRequestsPerCacheLayer) {
+  ServeProcess serve("-m " + tiny_model() + " --port 0 -t 1 --cache exact");
+  const uint16_t port = serve.port();
+  ASSERT_NE(port, 0) << serve.output();
+  const TempFile dataset("bench-serve-cache.jsonl", [](const std::string& p) {
+    write_file(p, R"({"prompt": "Once upon a time", "temperature": 0, "output_len": 8})" "\n");
+  });
+  const TempFile json("bench-serve-cache.json");
+  const Result r = run("bench-serve --url http://127.0.0.1:" + std::to_string(port) + " --dataset " + dataset.path() +
+                       " --num-prompts 6 --concurrency 1 --json " + json.path());
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("Response cache (x-llmserve-cache)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\nexact             5   83.3% "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\nmiss              1   16.7% "), std::string::npos) << r.out;
+
+  const auto j = nlohmann::json::parse(read_file(json.path()));
+  const auto& cache = j.at("cache");
+  EXPECT_EQ(cache.at("exact").at("count"), 5);
+  EXPECT_EQ(cache.at("miss").at("count"), 1);
+  int total = 0;
+  double shares = 0;
+  for (const char* layer : {"exact", "semantic", "miss", "bypass"}) {
+    total += cache.at(layer).at("count").get<int>();
+    shares += cache.at(layer).at("share").get<double>();
+    EXPECT_TRUE(cache.at(layer).contains("p99_ttft_ms")) << layer;
+  }
+  EXPECT_EQ(total, j.at("completed").get<int>());
+  EXPECT_EQ(total, 6);
+  EXPECT_NEAR(shares, 1.0, 1e-9);
+  EXPECT_GT(cache.at("exact").at("mean_e2e_ms").get<double>(), 0);
+}

@@ -66,6 +66,9 @@ server::CacheSettings cache_settings(const CacheFlags& f, const std::vector<serv
   if (const std::string flag = semantic_flag_given(f); !flag.empty() && s.mode != server::CacheMode::Semantic)
     throw Error(flag + ": needs --cache semantic");
   if (f.verify != "on" && f.verify != "off") throw Error("--cache-verify: must be on or off, not '" + f.verify + "'");
+  // Bounded before the conversions, which would overflow.
+  if (!(f.ttl_s <= 365.0 * 86400)) throw Error("--cache-ttl: at most one year (31536000 seconds)");
+  if (!(f.mem_mib <= 1 << 20)) throw Error("--cache-mem: at most 1048576 MiB");
   s.ttl = std::chrono::milliseconds(static_cast<int64_t>(f.ttl_s * 1000));
   if (s.ttl.count() <= 0) throw Error("--cache-ttl: must be at least 0.001 seconds");
   s.max_bytes = static_cast<size_t>(f.mem_mib * (1 << 20));

@@ -506,9 +506,10 @@ void Engine::propose(ModelSlot& slot) {
     const Sequence& seq = *draftable_[i];
     Live& live = *live_.at(seq.id());
     // A sequence whose drafts stopped paying gets one now and then, so its
-    // acceptance can recover; not when drafts would not pay even if all
-    // were accepted (a draft as slow as the model, a step too wide).
-    live.probing = draft_k_[i] == 0 && ++live.steps_without_draft >= live.probe_interval && drafts_can_pay;
+    // acceptance can recover; only every kLastProbe steps when drafts would
+    // not pay even if all were accepted (a draft as slow as the model, a
+    // step too wide), which also keeps the proposer's cost up to date.
+    live.probing = draft_k_[i] == 0 && ++live.steps_without_draft >= (drafts_can_pay ? live.probe_interval : Live::kLastProbe);
     if (live.probing) draft_k_[i] = 1;
     if (draft_k_[i] == 0) continue;
     live.steps_without_draft = 0;
@@ -521,6 +522,7 @@ void Engine::propose(ModelSlot& slot) {
     spec.proposer->propose(draft_requests_);
   } catch (const std::exception&) {  // a failing proposer costs this step's drafts, never its requests
     for (const DraftRequest& r : draft_requests_) r.out->tokens.clear();
+    return;
   }
   const double total_ms = ms_between(t0, Clock::now());
   const double ms = std::max(0.0, total_ms - spec.proposer->catch_up_ms()) / passes;

@@ -312,19 +312,42 @@ void ApiHandler::generate(Endpoint endpoint, Call& call) {
     return generate_with(model, std::move(plan), tenant, call);
   }
   // Routed: the request goes on, on its strand, once the small model has
-  // read its prompt; it keeps what it needs of the call until then.
+  // read its prompt; it keeps what it needs of the call until then, and its
+  // scoring prefill holds a slot of the small model's queue (released when
+  // the choice is made, or when the routing ends any other way).
   struct Routed {
     HttpRequest req;
-    std::shared_ptr<Exchange> ex;
+    std::weak_ptr<Exchange> ex;
     std::string id, tenant;
     Headers headers;
     GenerationPlan plan;
+    std::atomic<int>* slot = nullptr;
+    void release() {
+      if (slot) slot->fetch_sub(1);
+      slot = nullptr;
+    }
+    ~Routed() { release(); }
   };
-  auto routed = std::make_shared<Routed>(Routed{call.req, call.ex, call.id, tenant, call.headers, std::move(plan)});
+  ServedModel& small = router_->small();
+  reserve_queue(small, 1);
+  auto routed = std::make_shared<Routed>();
+  routed->slot = &small.in_flight;
+  routed->req = call.req;
+  routed->ex = call.ex;
+  routed->id = call.id;
+  routed->tenant = tenant;
+  routed->headers = call.headers;
+  routed->plan = std::move(plan);
   router_->choose(routed->plan.request, metrics_, call.ex, [this, routed](ServedModel& model) {
-    Call c{routed->req, routed->ex, routed->id, std::move(routed->headers)};
+    routed->release();
+    const auto ex = routed->ex.lock();
+    if (!ex || ex->client_gone()) return;  // nobody to answer
+    Call c{routed->req, ex, routed->id, std::move(routed->headers)};
     c.headers.emplace_back("x-llmserve-route", model.name);
-    answering_errors(c, [&] { generate_with(model, std::move(routed->plan), routed->tenant, c); });
+    answering_errors(c, [&] {
+      if (draining_) throw with_retry(ApiError(503, "the server is shutting down", "service_unavailable_error"), 5);
+      generate_with(model, std::move(routed->plan), routed->tenant, c);
+    });
   });
 }
 

@@ -24,6 +24,7 @@ class ModelRouter {
   ModelRouter(gateway::RouterConfig config, engine::Engine& engine, const std::vector<std::unique_ptr<ServedModel>>& models);
 
   bool routes(const std::string& requested) const { return router_.routes(requested); }
+  ServedModel& small() const { return *small_; }
   // Chooses the model for `r`, counts it in `metrics` and calls `then` with
   // it on the exchange's strand, after the small model's prefill (never
   // blocking the caller's thread); nothing runs when the client has gone.

@@ -578,6 +578,8 @@ TEST(Cli, ServeRefusesBadCacheFlags) {
       {"--cache exact --cache-ttl -1", "--cache-ttl"},
       {"--cache exact --cache-ttl 0.0001", "--cache-ttl"},
       {"--cache exact --cache-mem 0", "--cache-mem"},
+      {"--cache exact --cache-ttl 1e300", "--cache-ttl"},
+      {"--cache exact --cache-mem 1e300", "--cache-mem"},
       {"--cache bogus", "--cache"},
       {"--cache semantic --cache-embedder NOT_SERVED", "--cache-embedder"},
       {"--cache semantic --cache-verify maybe", "--cache-verify"},

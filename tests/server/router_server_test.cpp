@@ -121,7 +121,9 @@ TEST_F(RouterServerTest, ThresholdOneSendsEverythingSmallWhichReusesTheScoringPr
   const std::string text = metrics_text();
   EXPECT_NE(text.find("llmserve:router_decisions_total{model_name=\"small\"} 1\n"), std::string::npos) << text;
   EXPECT_EQ(text.find("llmserve:router_decisions_total{model_name=\"large\"}"), std::string::npos) << text;
+  EXPECT_EQ(server_->api().in_flight(), 0);  // the scoring prefill's queue slot is given back
 }
+
 
 // A request naming a served model is not routed; token-id prompts cannot be.
 TEST_F(RouterServerTest, NamedModelsAreNotRoutedAndTokenPromptsAreRefused) {

@@ -9,6 +9,11 @@
 namespace llmserve::cli {
 
 void add_cache_flags(CLI::App* cmd, CacheFlags& f) {
+  auto semantic_only = [&f](const char* name) {
+    return [&f, name](const std::string&) {
+      if (f.semantic_flag.empty()) f.semantic_flag = name;
+    };
+  };
   cmd->add_option("--cache", f.mode,
                   "Response cache: off, exact (identical deterministic requests) or semantic (also prompts whose "
                   "embedding is within --cache-tau, verified by the model)")
@@ -19,16 +24,20 @@ void add_cache_flags(CLI::App* cmd, CacheFlags& f) {
       ->check(positive());
   cmd->add_option("--cache-tau", f.taus,
                   "Semantic threshold (cosine similarity in [0, 1]): T for every model or NAME=T for one (repeatable; "
-                  "default 0.9)");
+                  "default 0.9)")
+      ->each(semantic_only("--cache-tau"));
   cmd->add_option("--cache-embedder", f.embedder, "Prompt embeddings for the semantic layer: ngram or a served model's name")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->each(semantic_only("--cache-embedder"));
   cmd->add_option("--cache-verify", f.verify,
                   "on: a semantic hit is served only if the model scores the cached answer after the new prompt at "
                   "least as well as after its own, less --cache-verify-margin; off: served as found")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->each(semantic_only("--cache-verify"));
   cmd->add_option("--cache-verify-margin", f.verify_margin, "Nats of mean log-probability a verified hit may lose")
       ->capture_default_str()
-      ->check(at_least(0));
+      ->check(at_least(0))
+      ->each(semantic_only("--cache-verify-margin"));
 }
 
 namespace {
@@ -40,15 +49,6 @@ double tau_value(const std::string& text, const std::string& given) {
   if (ec != std::errc() || end != text.data() + text.size() || !(v >= 0 && v <= 1))
     throw Error("--cache-tau: the threshold must be a number between 0 and 1, not '" + given + "'");
   return v;
-}
-
-// The semantic-only flag the user gave, or "" when none was.
-std::string semantic_flag_given(const CacheFlags& f) {
-  if (!f.taus.empty()) return "--cache-tau";
-  if (f.embedder != "ngram") return "--cache-embedder";
-  if (f.verify != "on") return "--cache-verify";
-  if (f.verify_margin != 0.5) return "--cache-verify-margin";
-  return "";
 }
 
 bool is_served(const std::string& name, const std::vector<server::ModelFile>& served) {
@@ -63,8 +63,8 @@ server::CacheSettings cache_settings(const CacheFlags& f, const std::vector<serv
   else if (f.mode == "exact") s.mode = server::CacheMode::Exact;
   else if (f.mode == "semantic") s.mode = server::CacheMode::Semantic;
   else throw Error("--cache: must be off, exact or semantic, not '" + f.mode + "'");
-  if (const std::string flag = semantic_flag_given(f); !flag.empty() && s.mode != server::CacheMode::Semantic)
-    throw Error(flag + ": needs --cache semantic");
+  if (!f.semantic_flag.empty() && s.mode != server::CacheMode::Semantic)
+    throw Error(f.semantic_flag + ": needs --cache semantic");
   if (f.verify != "on" && f.verify != "off") throw Error("--cache-verify: must be on or off, not '" + f.verify + "'");
   // Bounded before the conversions, which would overflow.
   if (!(f.ttl_s <= 365.0 * 86400)) throw Error("--cache-ttl: at most one year (31536000 seconds)");

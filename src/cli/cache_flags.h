@@ -21,6 +21,7 @@ struct CacheFlags {
   std::string embedder = "ngram";
   std::string verify = "on";
   double verify_margin = 0.5;
+  std::string semantic_flag;  // a semantic-only flag given on the command line (checked against --cache)
 };
 
 void add_cache_flags(CLI::App* cmd, CacheFlags& flags);

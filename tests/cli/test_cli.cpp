@@ -588,6 +588,8 @@ TEST(Cli, ServeRefusesBadCacheFlags) {
       {"--cache exact --cache-embedder a", "--cache-embedder"},
       {"--cache-verify off", "--cache-verify"},
       {"--cache exact --cache-verify-margin 1", "--cache-verify-margin"},
+      {"--cache exact --cache-embedder ngram", "--cache-embedder"},  // a default, given: still semantic-only
+      {"--cache exact --cache-verify on", "--cache-verify"},
   };
   for (const auto& [args, flag] : cases) {
     const Result r = run("serve --port 0 -t 1 " + m + " " + args);

@@ -2,18 +2,15 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
-
-#include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "gateway/json_lines.h"
 
 namespace llmserve::gateway {
 
 namespace {
 
 LabeledPrompt parse_line(const nlohmann::json& line, const std::string& where) {
-  if (!line.is_object()) throw Error(where + "not a JSON object");
   LabeledPrompt p;
   const auto label = line.find("label");
   if (label == line.end() || !label->is_string() || (*label != "easy" && *label != "hard"))
@@ -46,15 +43,8 @@ LabeledPrompt parse_line(const nlohmann::json& line, const std::string& where) {
 }  // namespace
 
 std::vector<LabeledPrompt> read_labeled_prompts(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error(path + ": cannot open");
   std::vector<LabeledPrompt> prompts;
-  std::string text;
-  for (int line_no = 1; std::getline(in, text); ++line_no) {
-    if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const std::string where = path + ":" + std::to_string(line_no) + ": ";
-    prompts.push_back(parse_line(nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false), where));
-  }
+  for_each_json_line(path, [&](const nlohmann::json& line, const std::string& where) { prompts.push_back(parse_line(line, where)); });
   if (prompts.empty()) throw Error(path + ": no prompts");
   return prompts;
 }

@@ -2,10 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
-#include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "gateway/json_lines.h"
 #include "gateway/semantic_index.h"
 
 namespace llmserve::gateway {
@@ -47,20 +46,13 @@ double cosine(const std::vector<float>& a, const std::vector<float>& b) {
 }  // namespace
 
 std::vector<LabeledPair> read_pairs(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error(path + ": cannot open");
   std::vector<LabeledPair> pairs;
-  std::string text;
-  for (int line_no = 1; std::getline(in, text); ++line_no) {
-    if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const std::string where = path + ":" + std::to_string(line_no) + ": ";
-    const nlohmann::json line = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (!line.is_object()) throw Error(where + "not a JSON object");
+  for_each_json_line(path, [&](const nlohmann::json& line, const std::string& where) {
     const auto kind = line.find("kind");
     if (kind == line.end() || !kind->is_string()) throw Error(where + "\"kind\" must be a string");
     pairs.push_back({parse_kind(kind->get<std::string>(), where), text_field(line, "a", where),
                      text_field(line, "b", where)});
-  }
+  });
   if (pairs.empty()) throw Error(path + ": no pairs");
   return pairs;
 }

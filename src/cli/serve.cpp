@@ -144,7 +144,7 @@ void add_serve(CLI::App& app) {
       ->check(at_least(0));
   cmd->add_option("--max-queue", o->api.max_queue, "Requests that may wait beyond --max-seqs before 429, per model")->capture_default_str()
       ->check(at_least(0));
-  cmd->add_option("--timeout", o->request_timeout_s, "Per-request timeout, seconds (0: none)")->capture_default_str()
+  cmd->add_option("--timeout", o->request_timeout_s, "Per-request timeout, seconds, from arrival to the answer's end (0: none)")->capture_default_str()
       ->check(at_least(0));
   cmd->add_option("--max-connections", o->http.max_connections, "Open connections at most (a few more are kept for /health and /metrics)")
       ->capture_default_str()->check(at_least(1));

@@ -17,6 +17,7 @@ struct CachedChoice {
 };
 
 struct CachedAnswer {
+  std::string model;  // the served model that wrote it
   std::vector<CachedChoice> choices;
   int prompt_tokens = 0;
   int completion_tokens = 0;
@@ -26,7 +27,7 @@ struct CachedAnswer {
 
   // The heap and object bytes it holds, for the cache's memory bound.
   size_t bytes() const {
-    size_t b = sizeof(*this);
+    size_t b = sizeof(*this) + model.size();
     for (const CachedChoice& c : choices)
       b += sizeof(c) + c.text.size() + c.token_ids.size() * sizeof(int32_t) + c.finish_reason.size() +
            c.logprobs_json.size();

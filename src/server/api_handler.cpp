@@ -76,7 +76,8 @@ ApiHandler::ApiHandler(engine::Engine& engine, const std::vector<NamedModel>& mo
   for (const NamedModel& m : models)
     models_.push_back(std::make_unique<ServedModel>(m.name, static_cast<int>(models_.size()), *m.model));
   if (config_.router.enabled()) router_ = std::make_unique<ModelRouter>(config_.router, engine_, models_);
-  cache_ = std::make_unique<CacheFront>(engine_, models_, config_.cache, metrics_);
+  cache_ = std::make_unique<CacheFront>(engine_, models_, config_.cache, metrics_,
+                                        config_.router.enabled() ? config_.router.name : std::string());
 }
 
 int ApiHandler::in_flight() const {
@@ -118,7 +119,7 @@ void ApiHandler::send(Call& call, HttpResponse r, std::string_view reason) {
 }
 
 void ApiHandler::handle(HttpRequest req, std::shared_ptr<Exchange> ex) {
-  Call call{req, std::move(ex), request_id(req), cors_.response_headers(req)};
+  Call call{req, std::move(ex), request_id(req), cors_.response_headers(req), Clock::now()};
   call.headers.emplace_back("x-request-id", call.id);
   answering_errors(call, [&] {
     if (cors_.enabled() && CorsPolicy::is_preflight(req)) return preflight(call);
@@ -309,18 +310,28 @@ void ApiHandler::generate(Endpoint endpoint, Call& call) {
   plan.request = parse_generation_request(endpoint, parse_json_body(call.req.body, config_.limits.max_json_depth), config_.limits);
   if (!router_ || !router_->routes(plan.request.model)) {
     ServedModel& model = model_for(plan.request.model);
-    return generate_with(model, std::move(plan), tenant, call);
+    bound_wait(call);
+    return generate_with(model, std::move(plan), tenant, call, true);
   }
-  // Routed: the request goes on, on its strand, once the small model has
-  // read its prompt; it keeps what it needs of the call until then, and its
-  // scoring prefill holds a slot of the small model's queue (released when
-  // the choice is made, or when the routing ends any other way).
+  generate_routed(std::move(plan), tenant, call);
+}
+
+// A request for the router's name is looked up in the cache under that name
+// (keyed by the small model's reading of its prompt) and, on a miss, goes
+// on, on its strand, once the small model has read its prompt. It keeps what
+// it needs of the call until then, and holds a slot of the small model's
+// queue (released when the choice is made, or when the request ends any
+// other way).
+void ApiHandler::generate_routed(GenerationPlan plan, const std::string& tenant, Call& call) {
+  const GenerationRequest& r = plan.request;
+  if (r.prompt_is_tokens)
+    throw ApiError(400, "model '" + r.model + "' routes text prompts only: token ids belong to one model's vocabulary",
+                   "invalid_request_error", "prompt");
   struct Routed {
     HttpRequest req;
     std::weak_ptr<Exchange> ex;
     std::string id, tenant;
-    Headers headers;
-    GenerationPlan plan;
+    Clock::time_point received;
     std::atomic<int>* slot = nullptr;
     void release() {
       if (slot) slot->fetch_sub(1);
@@ -329,6 +340,16 @@ void ApiHandler::generate(Endpoint endpoint, Call& call) {
     ~Routed() { release(); }
   };
   ServedModel& small = router_->small();
+  TemplatedPrompt prompt = template_prompt(small, r);
+  plan.prompt = std::move(prompt.tokens);
+  plan.prompt_text = std::move(prompt.text);
+  plan.stop = std::move(prompt.stop);
+  plan.max_new_tokens = r.max_tokens;
+  plan.meta = {r.endpoint, new_id(r.endpoint == Endpoint::Chat ? "chatcmpl-" : "cmpl-"), static_cast<int64_t>(std::time(nullptr)),
+               r.model};
+  plan.remote = call.req.remote;
+  plan.request_id = call.id;
+  plan.headers = call.headers;
   reserve_queue(small, 1);
   auto routed = std::make_shared<Routed>();
   routed->slot = &small.in_flight;
@@ -336,48 +357,55 @@ void ApiHandler::generate(Endpoint endpoint, Call& call) {
   routed->ex = call.ex;
   routed->id = call.id;
   routed->tenant = tenant;
-  routed->headers = call.headers;
-  routed->plan = std::move(plan);
-  router_->choose(routed->plan.request, metrics_, call.ex, [this, routed](ServedModel& model) {
-    routed->release();
-    const auto ex = routed->ex.lock();
-    if (!ex || ex->client_gone()) return;  // nobody to answer
-    Call c{routed->req, ex, routed->id, std::move(routed->headers)};
-    c.headers.emplace_back("x-llmserve-route", model.name);
-    answering_errors(c, [&] {
-      if (draining_) throw with_retry(ApiError(503, "the server is shutting down", "service_unavailable_error"), 5);
-      generate_with(model, std::move(routed->plan), routed->tenant, c);
+  routed->received = call.received;
+  bound_wait(call);
+  const std::string scope = r.model;
+  cache_->answer_routed(scope, small, tenant, call.req, std::move(plan), call.ex,
+                        [this, routed](GenerationPlan p, std::shared_ptr<Exchange> ex) {
+    auto plan = std::make_shared<GenerationPlan>(std::move(p));
+    router_->choose(plan->request, std::move(plan->prompt), metrics_, ex, [this, routed, plan](ServedModel& model) {
+      routed->release();
+      const auto ex = routed->ex.lock();
+      if (!ex || ex->answered()) return;  // nobody to answer, or answered already (timeout, drain)
+      Call c{routed->req, ex, routed->id, std::move(plan->headers), routed->received};
+      c.headers.emplace_back("x-llmserve-route", model.name);
+      answering_errors(c, [&] {
+        if (draining_) throw with_retry(ApiError(503, "the server is shutting down", "service_unavailable_error"), 5);
+        generate_with(model, std::move(*plan), routed->tenant, c, false);
+      });
     });
   });
 }
 
-void ApiHandler::generate_with(ServedModel& model, GenerationPlan plan, const std::string& tenant, Call& call) {
+// Until a Generation or a cache hit answers, a request may wait on engine
+// calls (the router's prefill, the cache's embedding or verification): the
+// request's timeout and the server's stop end that wait.
+void ApiHandler::bound_wait(Call& call) {
+  auto answer = [this, weak = std::weak_ptr<Exchange>(call.ex), id = call.id, headers = call.headers,
+                 req = HttpRequest{call.req.method, call.req.target, {}, {}, call.req.remote}](ApiError e) {
+    const auto ex = weak.lock();
+    if (!ex || ex->answered()) return;
+    if (e.status == 504) metrics_.count_rejection("timeout");
+    Call c{req, ex, id, headers, Clock::now()};
+    answering_errors(c, [&] { throw e; });
+  };
+  if (config_.request_timeout.count() > 0)
+    call.ex->after(config_.request_timeout, [answer, seconds = config_.request_timeout.count() / 1e3] {
+      answer(ApiError(504, fmt::format("the request timed out after {:g} s", seconds), error_type_for(504), {}, "timeout"));
+    });
+  call.ex->on_server_stop([answer] {
+    answer(ApiError(503, "the server stopped before this request finished (drain timeout)", error_type_for(503), {}, "drain_timeout"));
+  });
+}
+
+void ApiHandler::generate_with(ServedModel& model, GenerationPlan plan, const std::string& tenant, Call& call, bool cached) {
   const HttpRequest& req = call.req;
   const Endpoint endpoint = plan.request.endpoint;
   GenerationRequest& r = plan.request;
-  const tok::Tokenizer& tok = model.tokenizer;
-  plan.stop = r.stop;
-  if (endpoint == Endpoint::Completions) {
-    if (r.prompt_is_tokens) {
-      for (int32_t t : r.prompt_tokens)
-        if (t >= tok.n_vocab())
-          throw ApiError(400, "token id " + std::to_string(t) + " is outside the vocabulary (" + std::to_string(tok.n_vocab()) + ")",
-                         "invalid_request_error", "prompt");
-      plan.prompt = std::move(r.prompt_tokens);
-    } else {
-      plan.prompt = tok.encode(r.prompt_text, tok.add_bos_by_default(), false);
-    }
-  } else {
-    RenderedChat chat = render_chat(model, r.messages, true);
-    plan.prompt = chat.encode(tok);  // special text in message content stays text
-    for (auto m = r.messages.rbegin(); m != r.messages.rend(); ++m)
-      if ((*m)["role"] == "assistant") {
-        plan.prompt = model.turns.splice(chat.text, (*m)["content"].get<std::string>(), std::move(plan.prompt));
-        break;
-      }
-    plan.prompt_text = std::move(chat.text);
-    if (model.chat_template.is_fallback()) plan.stop.push_back("<|im_end|>");  // may be plain text in this vocabulary
-  }
+  TemplatedPrompt prompt = template_prompt(model, r);
+  plan.prompt = std::move(prompt.tokens);
+  plan.prompt_text = std::move(prompt.text);
+  plan.stop = std::move(prompt.stop);
   if (plan.prompt.empty()) throw ApiError(400, "the prompt is empty", "invalid_request_error", "prompt");
 
   const int ctx = engine_.info(model.index).max_context;
@@ -398,15 +426,19 @@ void ApiHandler::generate_with(ServedModel& model, GenerationPlan plan, const st
 
   reserve_queue(model, r.n);
 
-  plan.meta = {endpoint, new_id(endpoint == Endpoint::Chat ? "chatcmpl-" : "cmpl-"), static_cast<int64_t>(std::time(nullptr)),
-               model.name};
+  if (plan.meta.id.empty())
+    plan.meta = {endpoint, new_id(endpoint == Endpoint::Chat ? "chatcmpl-" : "cmpl-"), static_cast<int64_t>(std::time(nullptr)), {}};
+  plan.meta.model = model.name;
   plan.remote = req.remote;
   plan.request_id = call.id;
   plan.headers = call.headers;
   plan.timeout = config_.request_timeout;
-  cache_->answer(model, tenant, req, std::move(plan), call.ex, [this, &model](GenerationPlan p, std::shared_ptr<Exchange> ex) {
+  plan.received = call.received;
+  auto start = [this, &model](GenerationPlan p, std::shared_ptr<Exchange> ex) {
     std::make_shared<Generation>(GenerationContext{engine_, model, metrics_}, std::move(p), std::move(ex))->start();
-  });
+  };
+  if (!cached) return start(std::move(plan), call.ex);
+  cache_->answer(model, tenant, req, std::move(plan), call.ex, start);
 }
 
 // One engine request per input, each computing the input's every token (as

@@ -68,18 +68,23 @@ class ApiHandler {
 
  private:
   // One request being answered: whatever the answer, it carries `headers`.
+  using Clock = std::chrono::steady_clock;
   struct Call {
     const HttpRequest& req;
     std::shared_ptr<Exchange> ex;
     std::string id;   // the client's X-Request-Id, or one made here
     Headers headers;  // x-request-id, ...
+    Clock::time_point received;
   };
 
   void preflight(Call& call);
   void route(Call& call);
   void generate(Endpoint endpoint, Call& call);
-  // The rest of generate() once the request's model is known.
-  void generate_with(ServedModel& model, GenerationPlan plan, const std::string& tenant, Call& call);
+  void generate_routed(GenerationPlan plan, const std::string& tenant, Call& call);  // "model": the router's name
+  // The rest of generate() once the request's model is known; `cached`:
+  // through the response cache (a routed request went through it already).
+  void generate_with(ServedModel& model, GenerationPlan plan, const std::string& tenant, Call& call, bool cached);
+  void bound_wait(Call& call);
   // Runs `fn`; an exception becomes the call's error answer (ApiError's
   // status, 500 otherwise).
   void answering_errors(Call& call, const std::function<void()>& fn);

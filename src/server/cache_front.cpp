@@ -28,12 +28,12 @@ bool no_store(const HttpRequest& req) {
   return false;
 }
 
-gateway::CacheKey key_of(const std::string& tenant, const ServedModel& model, const GenerationPlan& plan) {
+gateway::CacheKey key_of(const std::string& tenant, const std::string& scope, const GenerationPlan& plan) {
   const GenerationRequest& r = plan.request;
   const engine::SamplingParams& s = r.sampling;
   gateway::CacheKey k;
   k.tenant = tenant;
-  k.model = model.name;
+  k.model = scope;
   k.endpoint = r.endpoint == Endpoint::Chat ? "chat" : "completions";
   k.prompt_tokens = plan.prompt;
   k.max_tokens = plan.max_new_tokens;
@@ -64,7 +64,8 @@ const char* layer_name(gateway::CacheLayer layer) { return layer == gateway::Cac
 }  // namespace
 
 struct CacheFront::Pending {
-  ServedModel& model;
+  ServedModel& model;  // the model it goes to; routed: the small model, whose tokens key it
+  std::string scope;   // the namespace: the model's name, or the router's
   GenerationPlan plan;
   std::weak_ptr<Exchange> ex;  // the HTTP layer holds it while the request is open
   Generate generate;
@@ -72,24 +73,24 @@ struct CacheFront::Pending {
   std::vector<float> embedding;
   Clock::time_point started = Clock::now();
 
-  // The request's queue slots, when it will not generate.
-  void release_slots() { model.in_flight.fetch_sub(plan.request.n); }
+  bool routed() const { return scope != model.name; }
+  // The request's queue slots, when it will not generate (a routed request's
+  // are the router's to release).
+  void release_slots() {
+    if (!routed()) model.in_flight.fetch_sub(plan.request.n);
+  }
 };
 
 CacheFront::CacheFront(engine::Engine& engine, const std::vector<std::unique_ptr<ServedModel>>& models, CacheSettings settings,
-                       ServerMetrics& metrics)
+                       ServerMetrics& metrics, const std::string& router_name)
     : engine_(engine),
+      models_(models),
       settings_(std::move(settings)),
       metrics_(metrics),
       cache_({settings_.max_bytes, settings_.clock ? settings_.clock : std::function<gateway::TimePoint()>(Clock::now)}) {
   if (settings_.ttl.count() <= 0) throw Error("cache TTL must be greater than 0 seconds");
   if (!(settings_.verify_margin >= 0))
     throw Error("cache verification margin must be at least 0 nats, not " + std::to_string(settings_.verify_margin));
-  auto served = [&](const std::string& name) -> ServedModel* {
-    for (const auto& m : models)
-      if (m->name == name) return m.get();
-    return nullptr;
-  };
   for (const auto& [name, tau] : settings_.taus)
     if (!served(name)) throw Error("cache threshold (tau) for model '" + name + "': no such model is served");
   if (settings_.mode != CacheMode::Semantic) return;
@@ -97,28 +98,44 @@ CacheFront::CacheFront(engine::Engine& engine, const std::vector<std::unique_ptr
     const auto it = settings_.taus.find(m->name);
     cache_.set_semantic_tau(m->name, it != settings_.taus.end() ? it->second : settings_.tau);
   }
+  if (!router_name.empty()) cache_.set_semantic_tau(router_name, settings_.tau);
   if (settings_.embedder == "ngram") ngram_.emplace();
   else if (!(embedder_model_ = served(settings_.embedder)))
     throw Error("cache embedder '" + settings_.embedder + "' is neither 'ngram' nor a served model");
 }
 
+ServedModel* CacheFront::served(const std::string& name) const {
+  for (const auto& m : models_)
+    if (m->name == name) return m.get();
+  return nullptr;
+}
+
 void CacheFront::answer(ServedModel& model, const std::string& tenant, const HttpRequest& req, GenerationPlan plan,
                         std::shared_ptr<Exchange> ex, Generate generate) {
-  if (!enabled()) return generate(std::move(plan), std::move(ex));
+  lookup(std::make_shared<Pending>(model, model.name, std::move(plan), std::move(ex), std::move(generate)), tenant, req);
+}
+
+void CacheFront::answer_routed(const std::string& scope, ServedModel& small, const std::string& tenant, const HttpRequest& req,
+                               GenerationPlan plan, std::shared_ptr<Exchange> ex, Generate route) {
+  lookup(std::make_shared<Pending>(small, scope, std::move(plan), std::move(ex), std::move(route)), tenant, req);
+}
+
+void CacheFront::lookup(std::shared_ptr<Pending> p, const std::string& tenant, const HttpRequest& req) {
+  GenerationPlan& plan = p->plan;
   const GenerationRequest& r = plan.request;
+  if (!enabled()) return p->generate(std::move(plan), p->ex.lock());
   const bool deterministic = r.sampling.temperature == 0 || r.seed_given;
   if (!r.cache || no_store(req) || !deterministic || r.top_logprobs >= 0) {
     plan.headers.emplace_back("x-llmserve-cache", "bypass");
-    return generate(std::move(plan), std::move(ex));
+    return p->generate(std::move(plan), p->ex.lock());
   }
-  auto p = std::make_shared<Pending>(model, std::move(plan), ex, std::move(generate));
-  p->key = key_of(tenant, model, p->plan);
+  p->key = key_of(tenant, p->scope, plan);
   ++cache_metrics_.exact_queries;
   if (const gateway::CacheLookup exact = cache_.lookup(p->key); exact.hit) return serve_hit(*p, *exact.hit);
   if (settings_.mode != CacheMode::Semantic) return miss(*p);
   ++cache_metrics_.semantic_queries;
   if (embedder_model_) return embed_with_model(std::move(p));
-  std::vector<float> embedding = ngram_->embed(prompt_text(model, p->plan));
+  std::vector<float> embedding = ngram_->embed(prompt_text(p->model, p->plan));
   lookup_semantic(std::move(p), std::move(embedding));
 }
 
@@ -159,19 +176,30 @@ void CacheFront::lookup_semantic(std::shared_ptr<Pending> p, std::vector<float> 
 // original one less the margin. An answer that cannot be scored is refused.
 void CacheFront::verify(std::shared_ptr<Pending> p, gateway::CacheHit hit) {
   const std::vector<int32_t>& answer = hit.answer->choices.front().token_ids;
-  const std::vector<int32_t>& prompt = p->plan.prompt;
   auto reject = [this](Pending& pending) {
     ++cache_metrics_.verify_rejections;
     miss(pending);
   };
-  if (!hit.answer->mean_logprob || answer.empty() ||
-      prompt.size() + answer.size() > static_cast<size_t>(engine_.info(p->model.index).max_context))
+  // The model that wrote the answer scores it, after the prompt as it reads it.
+  ServedModel* scorer = served(hit.answer->model);
+  std::vector<int32_t> prompt;
+  if (scorer == &p->model) {
+    prompt = p->plan.prompt;
+  } else if (scorer) {
+    try {
+      prompt = template_prompt(*scorer, p->plan.request).tokens;
+    } catch (const std::exception& e) {
+      spdlog::debug("cache: the hit's model cannot read this prompt ({})", e.what());
+    }
+  }
+  if (!scorer || prompt.empty() || !hit.answer->mean_logprob || answer.empty() ||
+      prompt.size() + answer.size() > static_cast<size_t>(engine_.info(scorer->index).max_context))
     return reject(*p);
   engine::RequestParams params;
-  params.model = p->model.index;
-  params.prompt = prompt;
-  params.prompt.insert(params.prompt.end(), answer.begin(), answer.end());
+  params.model = scorer->index;
   params.score_from = static_cast<int>(prompt.size());
+  params.prompt = std::move(prompt);
+  params.prompt.insert(params.prompt.end(), answer.begin(), answer.end());
   try {
     engine_.submit(std::move(params), [this, p, hit, reject](const engine::RequestOutput& out) {
       if (!out.finished) return;
@@ -201,19 +229,21 @@ void CacheFront::serve_hit(Pending& p, const gateway::CacheHit& hit) {
   plan.headers.emplace_back("x-llmserve-cache", layer_name(hit.layer));
   if (hit.layer == gateway::CacheLayer::Semantic)
     plan.headers.emplace_back("x-llmserve-cache-similarity", fmt::format("{:.4f}", hit.similarity));
+  if (p.routed()) plan.headers.emplace_back("x-llmserve-route", hit.answer->model);
+  plan.meta.model = hit.answer->model;
   const auto ex = p.ex.lock();
-  if (!ex) return;
+  if (!ex || ex->answered()) return;
   replay(*hit.answer, plan, *ex);
   metrics_.count_http_status(200);
   spdlog::info("{} {} {} model={} status=200 n={} prompt_tokens={} completion_tokens={} request_id={} (cache hit: {})",
-               plan.meta.id, plan.remote, plan.request.endpoint == Endpoint::Chat ? "chat" : "completions", p.model.name,
+               plan.meta.id, plan.remote, plan.request.endpoint == Endpoint::Chat ? "chat" : "completions", plan.meta.model,
                plan.request.n, plan.prompt.size(), hit.answer->completion_tokens, plan.request_id, layer_name(hit.layer));
 }
 
 void CacheFront::miss(Pending& p) {
   cache_metrics_.lookup_seconds.observe(std::chrono::duration<double>(Clock::now() - p.started).count());
   const auto ex = p.ex.lock();
-  if (!ex) return p.release_slots();
+  if (!ex || ex->answered()) return p.release_slots();
   p.plan.headers.emplace_back("x-llmserve-cache", "miss");
   p.plan.store = [this, key = p.key, embedding = p.embedding](gateway::CachedAnswer a) {
     cache_.insert(key, embedding, std::move(a), settings_.ttl);

@@ -51,8 +51,10 @@ class CacheFront {
  public:
   // Throws Error for settings that cannot work (a tau outside [0, 1], a TTL
   // or memory of 0, an embedder or tau for a model that is not served).
+  // `router_name` (when routing is on) gets a namespace of its own, with the
+  // default tau.
   CacheFront(engine::Engine& engine, const std::vector<std::unique_ptr<ServedModel>>& models, CacheSettings settings,
-             ServerMetrics& metrics);
+             ServerMetrics& metrics, const std::string& router_name);
 
   bool enabled() const { return settings_.mode != CacheMode::Off; }
 
@@ -63,6 +65,13 @@ class CacheFront {
   using Generate = std::function<void(GenerationPlan, std::shared_ptr<Exchange>)>;
   void answer(ServedModel& model, const std::string& tenant, const HttpRequest& req, GenerationPlan plan,
               std::shared_ptr<Exchange> ex, Generate generate);
+  // The same for a request named for the router (`scope`), before it is
+  // routed: cached in that namespace, keyed by the small model's reading of
+  // the prompt (plan.prompt; plan.max_new_tokens is the request's
+  // max_tokens). A hit is replayed as the model that wrote it, which also
+  // verifies it; a miss calls `route`. It holds no queue slots of its own.
+  void answer_routed(const std::string& scope, ServedModel& small, const std::string& tenant, const HttpRequest& req,
+                     GenerationPlan plan, std::shared_ptr<Exchange> ex, Generate route);
 
   size_t clear();  // returns the entries dropped
   CacheMetrics& metrics() { return cache_metrics_; }
@@ -70,13 +79,17 @@ class CacheFront {
 
  private:
   struct Pending;
+  void lookup(std::shared_ptr<Pending> p, const std::string& tenant, const HttpRequest& req);
   void lookup_semantic(std::shared_ptr<Pending> p, std::vector<float> embedding);
   void verify(std::shared_ptr<Pending> p, gateway::CacheHit hit);
   void serve_hit(Pending& p, const gateway::CacheHit& hit);
   void miss(Pending& p);
   void embed_with_model(std::shared_ptr<Pending> p);
 
+  ServedModel* served(const std::string& name) const;
+
   engine::Engine& engine_;
+  const std::vector<std::unique_ptr<ServedModel>>& models_;
   CacheSettings settings_;
   ServerMetrics& metrics_;
   CacheMetrics cache_metrics_;

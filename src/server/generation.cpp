@@ -140,13 +140,15 @@ void Generation::start() {
     ctx_.model.in_flight.fetch_sub(static_cast<int>(n));
     return;
   }
-  if (plan_.timeout.count() > 0)
-    exchange_->after(plan_.timeout, [w = weak_from_this()] {
+  if (plan_.timeout.count() > 0) {
+    const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(started_ - plan_.received);  // cache, router
+    exchange_->after(std::max(std::chrono::milliseconds(0), plan_.timeout - waited), [w = weak_from_this()] {
       if (auto s = w.lock()) {
         s->ctx_.metrics.count_rejection("timeout");
         s->fail(504, fmt::format("the request timed out after {:g} s", s->plan_.timeout.count() / 1e3), "timeout");
       }
     });
+  }
 
   uint64_t seed = plan_.request.sampling.seed;
   if (!plan_.request.seed_given) seed = std::random_device{}() * 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(Clock::now().time_since_epoch().count());
@@ -318,6 +320,7 @@ void Generation::complete() {
 
 gateway::CachedAnswer Generation::answer() const {
   gateway::CachedAnswer a;
+  a.model = ctx_.model.name;
   for (const auto& c : choices_) a.choices.push_back({c->answer, c->ids, c->finish_reason, {}});
   a.prompt_tokens = static_cast<int>(plan_.prompt.size());
   a.completion_tokens = usage().completion_tokens;

@@ -42,7 +42,8 @@ struct GenerationPlan {
   std::string remote;
   std::string request_id;
   Headers headers;  // on the response, whichever it is (the API handler's choice: request id, CORS, ...)
-  std::chrono::milliseconds timeout{0};  // 0: none
+  std::chrono::milliseconds timeout{0};  // 0: none; counted from `received`
+  std::chrono::steady_clock::time_point received = std::chrono::steady_clock::now();
   // Set: receives the whole answer once every choice finished with stop or
   // length (server/cache_front.h stores it).
   std::function<void(gateway::CachedAnswer)> store;

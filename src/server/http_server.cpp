@@ -368,9 +368,11 @@ class ExchangeImpl : public Exchange {
       : conn_(std::move(conn)), executor_(conn_->executor()), timer_(executor_) {}
 
   void respond(HttpResponse r) override {
+    responding_ = true;
     if (live()) conn_->respond(std::move(r));
   }
   void begin_stream(int status, std::string type, Headers headers) override {
+    responding_ = true;
     if (live()) conn_->begin_stream(status, type, headers);
   }
   void write(std::string_view data) override {
@@ -386,7 +388,7 @@ class ExchangeImpl : public Exchange {
   void on_server_stop(std::function<void()> fn) override {
     if (conn_) on_stop_ = std::move(fn);
   }
-  bool client_gone() const override { return gone_; }
+  bool answered() const override { return responding_ || !live(); }
   void post(std::function<void()> fn) override { asio::post(executor_, std::move(fn)); }
   void after(std::chrono::milliseconds delay, std::function<void()> fn) override {
     timer_.expires_after(delay);
@@ -420,7 +422,7 @@ class ExchangeImpl : public Exchange {
   asio::any_io_executor executor_;
   asio::steady_timer timer_;
   std::function<void()> on_close_, on_stop_;
-  bool gone_ = false;
+  bool gone_ = false, responding_ = false;
 };
 
 void Connection::on_body(beast::error_code ec) {

@@ -82,7 +82,9 @@ class Exchange {
   // The server stops before the response ended (its drain timed out): fn
   // runs once on the strand and should end the response at once.
   virtual void on_server_stop(std::function<void()> fn) = 0;
-  virtual bool client_gone() const = 0;
+  // A response has begun, or the exchange is over (answered, or the client
+  // went away): nothing more may start answering it.
+  virtual bool answered() const = 0;
   // Runs fn on this exchange's strand. Any thread; never blocks.
   virtual void post(std::function<void()> fn) = 0;
   // Runs fn on the strand after `delay` unless the exchange ended first.

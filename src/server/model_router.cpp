@@ -1,7 +1,6 @@
 #include "server/model_router.h"
 
 #include "engine/next_token_stats.h"
-#include "server/api_error.h"
 
 namespace llmserve::server {
 
@@ -27,19 +26,13 @@ ModelRouter::ModelRouter(gateway::RouterConfig config, engine::Engine& engine, c
       small_(named(models, router_.config().small)),
       large_(named(models, router_.config().large)) {}
 
-void ModelRouter::choose(const GenerationRequest& r, ServerMetrics& metrics, const std::shared_ptr<Exchange>& ex,
-                         std::function<void(ServedModel&)> then) {
-  if (r.prompt_is_tokens)
-    throw ApiError(400, "model '" + router_.config().name + "' routes text prompts only: token ids belong to one model's vocabulary",
-                   "invalid_request_error", "prompt");
+void ModelRouter::choose(const GenerationRequest& r, std::vector<int32_t> prompt, ServerMetrics& metrics,
+                         const std::shared_ptr<Exchange>& ex, std::function<void(ServedModel&)> then) {
   gateway::RouteRequest request;
   request.max_tokens = std::max(0, r.max_tokens);
   std::string text;
-  std::vector<int32_t> prompt;
-  const tok::Tokenizer& tok = small_->tokenizer;
   if (r.endpoint == Endpoint::Completions) {
     text = r.prompt_text;
-    prompt = tok.encode(text, tok.add_bos_by_default(), false);
   } else {
     for (const auto& m : r.messages)
       if (const auto content = m.find("content"); content != m.end() && content->is_string()) {
@@ -47,7 +40,6 @@ void ModelRouter::choose(const GenerationRequest& r, ServerMetrics& metrics, con
         text += content->get_ref<const std::string&>();
       }
     request.turns = static_cast<int>(r.messages.size());
-    prompt = render_chat(*small_, r.messages, true).encode(tok);
   }
   request.text = text;
   request.prompt_tokens = static_cast<int>(prompt.size());

@@ -25,13 +25,13 @@ class ModelRouter {
 
   bool routes(const std::string& requested) const { return router_.routes(requested); }
   ServedModel& small() const { return *small_; }
-  // Chooses the model for `r`, counts it in `metrics` and calls `then` with
-  // it on the exchange's strand, after the small model's prefill (never
-  // blocking the caller's thread); nothing runs when the client has gone.
-  // A prompt the small model cannot hold goes to the large one at once.
-  // Throws ApiError for a prompt of token ids (they belong to one vocabulary).
-  void choose(const GenerationRequest& r, ServerMetrics& metrics, const std::shared_ptr<Exchange>& ex,
-              std::function<void(ServedModel&)> then);
+  // Chooses the model for `r` (a text prompt, which the small model reads as
+  // `prompt`), counts it in `metrics` and calls `then` with it on the
+  // exchange's strand, after the small model's prefill (never blocking the
+  // caller's thread); nothing runs when the client has gone. A prompt the
+  // small model cannot hold goes to the large one at once.
+  void choose(const GenerationRequest& r, std::vector<int32_t> prompt, ServerMetrics& metrics,
+              const std::shared_ptr<Exchange>& ex, std::function<void(ServedModel&)> then);
 
  private:
   gateway::Router router_;

@@ -4,6 +4,7 @@
 // of its recent chat answers, metrics and a bounded queue.
 #include <atomic>
 #include <string>
+#include <vector>
 
 #include "model/instance.h"
 #include "server/chat_template.h"
@@ -29,5 +30,14 @@ struct ServedModel {
 
 // The model's chat prompt for `messages`; throws ApiError(400) when its template fails on them.
 RenderedChat render_chat(const ServedModel& m, const Json& messages, bool add_generation_prompt);
+
+// A completion's prompt as one model reads it.
+struct TemplatedPrompt {
+  std::vector<int32_t> tokens;
+  std::string text;               // chat: the rendered template
+  std::vector<std::string> stop;  // the request's, plus the template's implicit ones
+};
+// Throws ApiError(400) for token ids outside the vocabulary or a template that fails.
+TemplatedPrompt template_prompt(const ServedModel& m, const GenerationRequest& r);
 
 }  // namespace llmserve::server

@@ -1,11 +1,14 @@
 // The complexity router through the server: "model": "auto" goes to the
 // small or the large served model, says which in x-llmserve-route and the
 // response's "model", and counts in llmserve:router_decisions_total; the
-// small model's scoring prefill leaves the prompt in its prefix cache.
+// small model's scoring prefill leaves the prompt in its prefix cache; the
+// response cache answers a repeat before it is routed; the request's
+// timeout and the server's drain end the wait for the routing.
 #include <gtest/gtest.h>
 
 #include <condition_variable>
 #include <deque>
+#include <future>
 #include <mutex>
 
 #include "core/error.h"
@@ -18,11 +21,17 @@ namespace {
 class RouterServerTest : public ServerTest {
  protected:
   // stories260K as the small model, TinyStories-656K as the large one.
-  void start_routed(const std::string& small, const std::string& large, double threshold) {
-    Options o;
+  void start_routed(const std::string& small, const std::string& large, double threshold, Options o = {}) {
     o.models = {{"small", small}, {"large", large}};
     o.api.router = {.name = "auto", .small = "small", .large = "large", .threshold = threshold};
     start(o);
+  }
+  static Json greedy(const std::string& prompt) {
+    return {{"model", "auto"}, {"prompt", prompt}, {"max_tokens", 8}, {"temperature", 0}};
+  }
+  static std::string header(const HttpResult& r, const std::string& name) {
+    const std::string* v = find_header(r, name);
+    return v ? *v : "(none)";
   }
   std::string metrics_text() {
     HttpClient c = client();
@@ -43,7 +52,7 @@ class QueuedExchange final : public Exchange {
   void end_stream() override {}
   void on_close(std::function<void()>) override {}
   void on_server_stop(std::function<void()>) override {}
-  bool client_gone() const override { return false; }
+  bool answered() const override { return false; }
   void after(std::chrono::milliseconds, std::function<void()>) override {}
   void post(std::function<void()> fn) override {
     std::lock_guard lock(mu_);
@@ -81,7 +90,7 @@ TEST_F(RouterServerTest, TheChoiceComesThroughTheStrandWithoutBlockingTheCaller)
   ServerMetrics metrics;
   auto ex = std::make_shared<QueuedExchange>();
   const ServedModel* chosen = nullptr;
-  router.choose(r, metrics, ex, [&](ServedModel& m) { chosen = &m; });
+  router.choose(r, template_prompt(*models[0], r).tokens, metrics, ex, [&](ServedModel& m) { chosen = &m; });
   EXPECT_EQ(chosen, nullptr);
   ex->run_next();
   ASSERT_NE(chosen, nullptr);
@@ -137,6 +146,114 @@ TEST_F(RouterServerTest, NamedModelsAreNotRoutedAndTokenPromptsAreRefused) {
   EXPECT_EQ(tokens.status, 400) << tokens.body;
   EXPECT_EQ(Json::parse(tokens.body)["error"]["param"], "prompt") << tokens.body;
   EXPECT_EQ(metrics_text().find("llmserve:router_decisions_total{"), std::string::npos);
+}
+
+// The engine thread held inside a request's callback until release():
+// nothing the engine owes (a routing prefill) arrives meanwhile.
+class EngineGate {
+ public:
+  explicit EngineGate(engine::Engine& engine) {
+    engine::RequestParams p;
+    p.prompt = {1, 2, 3};
+    p.max_new_tokens = 1;
+    engine.submit(std::move(p), [this](const engine::RequestOutput&) {
+      std::unique_lock lock(mu_);
+      if (!entered_.exchange(true)) cv_.wait(lock, [&] { return released_; });
+    });
+    while (!entered_) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ~EngineGate() { release(); }
+  void release() {
+    std::lock_guard lock(mu_);
+    released_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::atomic<bool> entered_{false};
+  bool released_ = false;
+};
+
+TEST_F(RouterServerTest, TheRequestTimeoutEndsTheWaitForTheRouting) {
+  REQUIRE_MODEL(small, "stories260K.gguf");
+  REQUIRE_MODEL(large, "TinyStories-656K.f16.gguf");
+  Options o;
+  o.api.request_timeout = std::chrono::milliseconds(200);
+  start_routed(small, large, 0.5, o);
+  EngineGate gate(server_->engine());
+  const HttpResult r = post("/v1/completions", greedy("Once upon a time"));
+  EXPECT_EQ(r.status, 504) << r.body;
+  EXPECT_EQ(Json::parse(r.body)["error"]["code"], "timeout") << r.body;
+  EXPECT_NE(find_header(r, "x-request-id"), nullptr);
+  gate.release();
+  EXPECT_TRUE(settles_to_idle());
+  EXPECT_EQ(server_->api().in_flight(), 0);  // the routing's queue slot is given back
+  EXPECT_EQ(metrics_text().find("llmserve:router_decisions_total{"), std::string::npos);
+}
+
+TEST_F(RouterServerTest, ADrainTimeoutEndsTheWaitForTheRouting) {
+  REQUIRE_MODEL(small, "stories260K.gguf");
+  REQUIRE_MODEL(large, "TinyStories-656K.f16.gguf");
+  start_routed(small, large, 0.5);
+  EngineGate gate(server_->engine());
+  auto answer = std::async(std::launch::async, [&] { return post("/v1/completions", greedy("Once upon a time")); });
+  while (server_->api().in_flight() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  auto drained = std::async(std::launch::async, [&] { return server_->drain(std::chrono::milliseconds(50)); });
+  const HttpResult r = answer.get();
+  EXPECT_EQ(r.status, 503) << r.body;
+  EXPECT_EQ(Json::parse(r.body)["error"]["code"], "drain_timeout") << r.body;
+  gate.release();
+  EXPECT_FALSE(drained.get());
+}
+
+// With the cache on, "auto" is looked up before it is routed: a repeat
+// reaches no model and is answered as the model that wrote it; the router's
+// namespace is its own (the same request naming "large" is a miss).
+TEST_F(RouterServerTest, TheCacheAnswersARepeatBeforeItIsRouted) {
+  REQUIRE_MODEL(small, "stories260K.gguf");
+  REQUIRE_MODEL(large, "TinyStories-656K.f16.gguf");
+  Options o;
+  o.api.cache.mode = CacheMode::Exact;
+  start_routed(small, large, 0.0, o);
+  const HttpResult first = post("/v1/completions", greedy("Once upon a time"));
+  ASSERT_EQ(first.status, 200) << first.body;
+  EXPECT_EQ(header(first, "x-llmserve-cache"), "miss");
+  const uint64_t small_prompts = server_->engine().metrics(0).prompt_tokens;
+  const HttpResult again = post("/v1/completions", greedy("Once upon a time"));
+  ASSERT_EQ(again.status, 200) << again.body;
+  EXPECT_EQ(header(again, "x-llmserve-cache"), "exact");
+  EXPECT_EQ(header(again, "x-llmserve-route"), "large");
+  EXPECT_EQ(Json::parse(again.body)["model"], "large");
+  EXPECT_EQ(Json::parse(again.body)["choices"], Json::parse(first.body)["choices"]);
+  EXPECT_EQ(server_->engine().metrics(0).prompt_tokens, small_prompts) << "no routing prefill";
+  EXPECT_NE(metrics_text().find("llmserve:router_decisions_total{model_name=\"large\"} 1\n"), std::string::npos);
+  Json named = greedy("Once upon a time");
+  named["model"] = "large";
+  EXPECT_EQ(header(post("/v1/completions", named), "x-llmserve-cache"), "miss");
+  EXPECT_EQ(server_->api().in_flight(), 0);
+}
+
+// A semantic hit in the router's namespace is verified by the model that
+// wrote the answer, reading the new prompt as that model does.
+TEST_F(RouterServerTest, ASemanticHitBeforeRoutingIsVerifiedByTheModelThatWroteIt) {
+  REQUIRE_MODEL(small, "stories260K.gguf");
+  REQUIRE_MODEL(large, "TinyStories-656K.f16.gguf");
+  Options o;
+  o.api.cache.mode = CacheMode::Semantic;
+  o.api.cache.tau = 0.9;
+  start_routed(small, large, 0.0, o);
+  const HttpResult first = post("/v1/completions", greedy("Once upon a time, there was a little girl"));
+  ASSERT_EQ(first.status, 200) << first.body;
+  const uint64_t large_prompts = server_->engine().metrics(1).prompt_tokens;
+  const HttpResult near = post("/v1/completions", greedy("Once upon a time there was a little girl"));
+  ASSERT_EQ(near.status, 200) << near.body;
+  EXPECT_EQ(header(near, "x-llmserve-cache"), "semantic");
+  EXPECT_EQ(header(near, "x-llmserve-route"), "large");
+  EXPECT_EQ(Json::parse(near.body)["choices"], Json::parse(first.body)["choices"]);
+  EXPECT_GT(server_->engine().metrics(1).prompt_tokens, large_prompts) << "the large model scored the hit";
+  EXPECT_NE(metrics_text().find("llmserve:router_decisions_total{model_name=\"large\"} 1\n"), std::string::npos);
 }
 
 TEST_F(RouterServerTest, ARouterThatDoesNotFitTheModelsStopsTheStart) {

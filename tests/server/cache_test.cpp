@@ -1,8 +1,9 @@
 // The response cache in front of the engine (server/cache_front.h): exact
 // hits only for identical canonical requests, nothing cached for random
 // sampling or a request that opts out, hits replayed as JSON or SSE, the
-// semantic layer with verified hits, DELETE /v1/cache, TTL expiry on an
-// injected clock, concurrent identical requests, the metrics and bad settings.
+// semantic layer with verified hits, DELETE /v1/cache and its admin key,
+// TTL expiry on an injected clock, concurrent identical requests, the
+// metrics and bad settings.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -130,18 +131,64 @@ TEST_F(CacheTest, AStreamedAnswerReplaysAsTheSameText) {
   EXPECT_EQ(text(json), streamed_text(first));
 }
 
-TEST_F(CacheTest, DeleteClearsTheCacheWithAKey) {
+// With admin keys, DELETE /v1/cache takes one of them: no key or a wrong
+// one is 401, an API key 403, and an admin key is good for nothing else.
+TEST_F(CacheTest, DeleteTakesAnAdminKeyNotAnApiKey) {
   Options o;
   o.api.keys = ApiKeys(std::vector<std::string>{"key-1"});
+  o.api.admin_keys = ApiKeys(std::vector<std::string>{"admin-1"});
   start_cached(exact(), o);
-  const Headers key{{"Authorization", "Bearer key-1"}};
+  const Headers key{{"Authorization", "Bearer key-1"}}, admin{{"Authorization", "Bearer admin-1"}};
   EXPECT_EQ(layer(post("/v1/completions", greedy("Deleted"), key)), "miss");
-  EXPECT_EQ(del("/v1/cache").status, 401);
-  EXPECT_EQ(client().request("GET", "/v1/cache", "", key).status, 405);
-  const HttpResult cleared = del("/v1/cache", key);
+  for (const Headers& h : {Headers{}, Headers{{"Authorization", "Bearer key-2"}}}) {
+    const HttpResult r = del("/v1/cache", h);
+    EXPECT_EQ(r.status, 401) << r.body;
+    EXPECT_EQ(Json::parse(r.body)["error"]["code"], "invalid_api_key");
+  }
+  const HttpResult refused = del("/v1/cache", key);
+  EXPECT_EQ(refused.status, 403);
+  const Json error = Json::parse(refused.body)["error"];
+  EXPECT_EQ(error["type"], "permission_error");
+  EXPECT_EQ(error["code"], "insufficient_permissions");
+  EXPECT_NE(error["message"].get<std::string>().find("--admin-key"), std::string::npos) << error;
+  EXPECT_EQ(client().request("GET", "/v1/cache", "", admin).status, 405);
+  const HttpResult cleared = del("/v1/cache", admin);
   EXPECT_EQ(cleared.status, 200);
   EXPECT_EQ(Json::parse(cleared.body)["entries"], 1);
   EXPECT_EQ(layer(post("/v1/completions", greedy("Deleted"), key)), "miss");
+  EXPECT_EQ(post("/v1/completions", greedy("Deleted"), admin).status, 401);
+  EXPECT_EQ(client().request("GET", "/v1/models", "", admin).status, 401);
+}
+
+// Without an admin key, a server with API keys lets no one clear the cache
+// (403 naming --admin-key); an open one lets anyone. Admin keys alone guard
+// only the clearing: the rest of the API stays open.
+TEST_F(CacheTest, WithoutAdminKeysOnlyAnOpenServerClears) {
+  Options keyed;
+  keyed.api.keys = ApiKeys(std::vector<std::string>{"key-1"});
+  start_cached(exact(), keyed);
+  EXPECT_EQ(del("/v1/cache").status, 401);
+  const HttpResult refused = del("/v1/cache", {{"Authorization", "Bearer key-1"}});
+  EXPECT_EQ(refused.status, 403);
+  const Json error = Json::parse(refused.body)["error"];
+  EXPECT_EQ(error["code"], "insufficient_permissions");
+  EXPECT_NE(error["message"].get<std::string>().find("serve --admin-key"), std::string::npos) << error;
+  server_.reset();
+
+  start_cached(exact());
+  EXPECT_EQ(layer(post("/v1/completions", greedy("Open"))), "miss");
+  const HttpResult open = del("/v1/cache");
+  EXPECT_EQ(open.status, 200);
+  EXPECT_EQ(Json::parse(open.body)["entries"], 1);
+  server_.reset();
+
+  Options admin_only;
+  admin_only.api.admin_keys = ApiKeys(std::vector<std::string>{"admin-1"});
+  start_cached(exact(), admin_only);
+  EXPECT_EQ(layer(post("/v1/completions", greedy("Open"))), "miss");
+  EXPECT_EQ(del("/v1/cache").status, 401);
+  EXPECT_EQ(del("/v1/cache", {{"Authorization", "Bearer other"}}).status, 401);
+  EXPECT_EQ(del("/v1/cache", {{"Authorization", "Bearer admin-1"}}).status, 200);
 }
 
 TEST_F(CacheTest, EntriesExpireAfterTheirTtl) {

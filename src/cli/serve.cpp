@@ -12,6 +12,7 @@
 #include "cli/model_flags.h"
 #include "cli/spec_flags.h"
 #include "cli/flag_checks.h"
+#include "cli/key_flags.h"
 #include "core/error.h"
 #include "server/server.h"
 
@@ -25,8 +26,7 @@ struct ServeOptions {
   server::ModelConfig engine;  // the models and how the engine runs them
   server::ApiConfig api;
   server::HttpConfig http;
-  std::vector<std::string> api_keys;
-  std::string api_key_file;
+  KeyFlags keys;
   double kv_mem_mib = 0;
   std::string kv_type = "f16";
   double request_timeout_s = 600;
@@ -55,9 +55,9 @@ void run_serve(ServeOptions o) {
   const auto level = spdlog::level::from_str(o.log_level);
   if (level == spdlog::level::off && o.log_level != "off") throw Error("--log-level: unknown level '" + o.log_level + "'");
 
-  if (!o.api_keys.empty() && !o.api_key_file.empty()) throw Error("give --api-key or --api-key-file, not both");
-  if (!o.api_key_file.empty()) o.api.keys = server::ApiKeys::from_file(o.api_key_file);
-  else if (!o.api_keys.empty()) o.api.keys = server::ApiKeys(o.api_keys);
+  Keys keys = keys_from(o.keys);
+  o.api.keys = std::move(keys.api);
+  o.api.admin_keys = std::move(keys.admin);
   if (o.api.metrics_auth && o.api.keys.open()) throw Error("--metrics-auth needs --api-key or --api-key-file");
   o.api.request_timeout = seconds(o.request_timeout_s);
   o.http.header_timeout = seconds(o.header_timeout_s);
@@ -87,7 +87,8 @@ void run_serve(ServeOptions o) {
   std::string names;
   for (const auto& m : o.engine.models) names += (names.empty() ? "" : ", ") + m.name;
   spdlog::info("serving {} on {} | {}", names, srv.url(),
-               o.api.keys.open() ? "no API key" : std::to_string(o.api.keys.size()) + " API key(s)");
+               (o.api.keys.open() ? "no API key" : std::to_string(o.api.keys.size()) + " API key(s)") +
+                   (o.api.admin_keys.open() ? "" : ", " + std::to_string(o.api.admin_keys.size()) + " admin key(s)"));
   for (int i = 0; i < srv.num_models(); ++i) {
     const server::ServedModel& m = srv.api().served_model(i);
     spdlog::info("model {} ({}): context {} | max seqs {} | queue {} | KV cache: {}", m.name, srv.model(i).path(),
@@ -130,10 +131,7 @@ void add_serve(CLI::App& app) {
   cmd->add_option("--model-name", o->model_name, "Id of the one model in responses and /v1/models (default: the file name stem)");
   cmd->add_option("--host", o->http.host, "Address or host name to listen on")->capture_default_str();
   cmd->add_option("--port", o->http.port, "Port (0: any free one)")->capture_default_str()->check(in_range(0, 65535));
-  cmd->add_option("--api-key", o->api_keys,
-                  "Accepted API key (repeatable), needed by /v1/*; /health and /metrics stay open (see --metrics-auth). "
-                  "None and no --api-key-file: open server");
-  cmd->add_option("--api-key-file", o->api_key_file, "File with one accepted API key per line");
+  add_key_flags(cmd, o->keys);
   cmd->add_flag("--metrics-auth", o->api.metrics_auth, "/metrics needs an API key too");
   cmd->add_option("--allowed-origins", o->api.allowed_origins, "CORS: origins browser pages may call from (comma-separated or repeatable; * for any)")
       ->delimiter(',')

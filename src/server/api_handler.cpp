@@ -64,6 +64,12 @@ ApiError with_retry(ApiError e, int seconds) {
   return e;
 }
 
+// 401 for a request without the key it needs (`what`: "API key", ...) or with a wrong one.
+ApiError unauthorized(const std::string* authorization, const std::string& what) {
+  return ApiError(401, authorization ? "incorrect " + what + " provided" : "missing " + what + ": send 'Authorization: Bearer KEY'",
+                  "invalid_request_error", {}, "invalid_api_key");
+}
+
 }  // namespace
 
 ApiHandler::ApiHandler(engine::Engine& engine, const std::vector<NamedModel>& models, ApiConfig config)
@@ -260,9 +266,7 @@ void ApiHandler::authorize(const HttpRequest& req, std::string& client) const {
   }
   const std::string* auth = req.header("authorization");
   auto key = config_.keys.check(auth);
-  if (!key)
-    throw ApiError(401, auth ? "incorrect API key provided" : "missing API key: send 'Authorization: Bearer KEY'",
-                   "invalid_request_error", {}, "invalid_api_key");
+  if (!key) throw unauthorized(auth, "API key");
   client = std::move(*key);
 }
 
@@ -284,10 +288,22 @@ std::string ApiHandler::admit_client(Call& call) {
   return config_.keys.open() ? std::string() : client;
 }
 
-// Any accepted API key may clear the whole cache (every tenant's answers).
+// Clearing drops every tenant's answers: it takes an admin key, and an API
+// key gets 403. A server with neither kind of key lets anyone clear (local use).
+void ApiHandler::authorize_admin(const HttpRequest& req) const {
+  if (config_.admin_keys.open() && config_.keys.open()) return;
+  const std::string* auth = req.header("authorization");
+  if (config_.admin_keys.check(auth)) return;
+  if (!config_.keys.check(auth)) throw unauthorized(auth, config_.admin_keys.open() ? "API key" : "admin key");
+  throw ApiError(403,
+                 config_.admin_keys.open()
+                     ? "clearing the response cache needs an admin key, and this server has none (serve --admin-key)"
+                     : "clearing the response cache needs an admin key (serve --admin-key), not an API key",
+                 "permission_error", {}, "insufficient_permissions");
+}
+
 void ApiHandler::clear_cache(Call& call) {
-  std::string client;
-  authorize(call.req, client);
+  authorize_admin(call.req);
   if (!cache_->enabled())
     throw ApiError(400, "the response cache is off (see serve --cache)", "invalid_request_error", {}, "cache_off");
   const size_t dropped = cache_->clear();

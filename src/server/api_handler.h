@@ -40,6 +40,7 @@ struct ApiConfig {
   double rate_limit = 0;      // requests per second per key (per client address when open); 0: off
   double rate_burst = 0;      // bucket size; 0: max(1, rate)
   ApiKeys keys;               // needed by /v1/*; /health stays open
+  ApiKeys admin_keys;         // DELETE /v1/cache only, which API keys may not call (see authorize_admin)
   bool metrics_auth = false;  // /metrics needs a key too
   std::vector<std::string> allowed_origins;  // CORS: origins or "*"; empty: no CORS headers
   gateway::RouterConfig router;              // a "model" name routed to the small or the large model; off by default
@@ -93,6 +94,7 @@ class ApiHandler {
   // request's cached answers belong to: its API key ("" on an open server).
   std::string admit_client(Call& call);
   void clear_cache(Call& call);  // DELETE /v1/cache
+  void authorize_admin(const HttpRequest& req) const;  // throws ApiError (401, 403)
   void reserve_queue(ServedModel& model, int requests);  // its bounded queue: throws ApiError(429) when full
   void authorize(const HttpRequest& req, std::string& client) const;
   ServedModel& named_model(const std::string& name) const;  // 404 when none is

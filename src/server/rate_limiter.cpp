@@ -29,7 +29,7 @@ ApiKeys::ApiKeys(std::vector<std::string> keys) : keys_(std::move(keys)) {
 
 ApiKeys ApiKeys::from_file(const std::string& path) {
   std::ifstream in(path);
-  if (!in) throw Error(path + ": cannot read the API key file");
+  if (!in) throw Error(path + ": cannot read the key file");
   std::vector<std::string> keys;
   for (std::string line; std::getline(in, line);) {
     while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.pop_back();
@@ -37,7 +37,7 @@ ApiKeys ApiKeys::from_file(const std::string& path) {
     if (b == std::string::npos || line[b] == '#') continue;
     keys.push_back(line.substr(b));
   }
-  if (keys.empty()) throw Error(path + ": the API key file holds no key");
+  if (keys.empty()) throw Error(path + ": the key file holds no key");
   return ApiKeys(std::move(keys));
 }
 
@@ -55,6 +55,12 @@ std::optional<std::string> ApiKeys::check(const std::string* authorization) cons
   for (const auto& k : keys_) found |= constant_time_equal(v, k);  // no early exit
   if (!found) return std::nullopt;
   return std::string(v);
+}
+
+bool ApiKeys::shares_a_key_with(const ApiKeys& other) const {
+  return std::any_of(keys_.begin(), keys_.end(), [&](const std::string& k) {
+    return std::find(other.keys_.begin(), other.keys_.end(), k) != other.keys_.end();
+  });
 }
 
 TokenBucket::TokenBucket(double rate, double burst, Clock::time_point now)

@@ -14,6 +14,7 @@ namespace llmserve::server {
 // does not reveal how much of a guessed key was right.
 bool constant_time_equal(std::string_view a, std::string_view b);
 
+// A set of accepted keys: the API keys, or the admin keys (DELETE /v1/cache).
 class ApiKeys {
  public:
   ApiKeys() = default;  // no keys: the server is open
@@ -26,6 +27,8 @@ class ApiKeys {
   // The key from "Authorization: Bearer KEY" when it is valid; nullopt otherwise.
   std::optional<std::string> check(const std::string* authorization) const;
   size_t size() const { return keys_.size(); }
+  // Whether a key is in both sets (the same key may not have two roles).
+  bool shares_a_key_with(const ApiKeys& other) const;
 
  private:
   std::vector<std::string> keys_;

@@ -599,6 +599,50 @@ TEST(Cli, ServeRefusesBadCacheFlags) {
   }
 }
 
+// serve's key flags: a key beside a key file, an empty key, a key file that
+// cannot be read, or an admin key that is also an API key is one
+// "error: FLAG: ..." line and exit 1, before anything loads.
+TEST(Cli, ServeRefusesBadKeyFlags) {
+  const TempFile keys("serve-keys.txt", [](const std::string& p) { write_file(p, "# keys\nshared\n"); });
+  const std::string absent = temp_path("absent-keys.txt");
+  const std::pair<std::string, std::string> cases[] = {
+      {"--admin-key a --admin-key-file " + keys.path(), "--admin-key-file: cannot be given with --admin-key"},
+      {"--api-key a --api-key-file " + keys.path(), "--api-key-file: cannot be given with --api-key"},
+      {"--admin-key ''", "--admin-key: a key cannot be empty"},
+      {"--admin-key a --admin-key ''", "--admin-key: a key cannot be empty"},
+      {"--api-key ''", "--api-key: a key cannot be empty"},
+      {"--admin-key-file " + absent, "--admin-key-file: " + absent + ": cannot read the key file"},
+      {"--api-key x --admin-key x", "--admin-key: a key is also an API key (--api-key)"},
+      {"--api-key shared --admin-key-file " + keys.path(), "--admin-key-file: a key is also an API key (--api-key)"},
+      {"--api-key-file " + keys.path() + " --admin-key shared", "--admin-key: a key is also an API key (--api-key-file)"},
+  };
+  for (const auto& [args, message] : cases) {
+    const Result r = run("serve --port 0 -t 1 -m " + tiny_model() + " " + args);
+    EXPECT_EQ(r.exit_code, 1) << args << ": " << r.out;
+    EXPECT_TRUE(r.out.starts_with("error: " + message)) << args << ": " << r.out;
+    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << args << ": " << r.out;
+  }
+}
+
+// serve --admin-key: the start-up line counts the keys; DELETE /v1/cache
+// takes the admin key and refuses the API key (403).
+TEST(Cli, ServeAdminKeyClearsTheCache) {
+  ServeProcess serve("-m " + tiny_model() + " --port 0 -t 1 --cache exact --api-key sk-user --admin-key sk-admin");
+  const uint16_t port = serve.port();
+  ASSERT_NE(port, 0) << serve.output();
+  EXPECT_NE(serve.output().find("| 1 API key(s), 1 admin key(s)\n"), std::string::npos) << serve.output();
+  auto clear = [port](const std::string& key) {
+    llmserve::server::RawClient c(port);
+    c.send("DELETE /v1/cache HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer " + key + "\r\nConnection: close\r\n\r\n");
+    const std::string r = c.read_all();
+    return r.substr(0, r.find("\r\n"));
+  };
+  EXPECT_EQ(clear("sk-admin"), "HTTP/1.1 200 OK");
+  EXPECT_EQ(clear("sk-user"), "HTTP/1.1 403 Forbidden");
+  serve.signal(SIGTERM);
+  EXPECT_EQ(serve.exit_code(), 0) << serve.output();
+}
+
 // bench-serve against `serve --cache exact`, one greedy prompt six times, one
 // request at a time: the first is a miss, the other five exact hits, in the
 // table and in the JSON.

@@ -1,13 +1,18 @@
 // The response cache in front of the engine (server/cache_front.h): exact
 // hits only for identical canonical requests, nothing cached for random
 // sampling or a request that opts out, hits replayed as JSON or SSE, the
-// semantic layer with verified hits, DELETE /v1/cache, TTL expiry on an
-// injected clock, concurrent identical requests, the metrics and bad settings.
+// semantic layer with verified hits (n-gram and model embedders), DELETE
+// /v1/cache and its admin key, TTL expiry on an injected clock, concurrent
+// identical requests, a client gone during an embedding, the metrics and bad
+// settings.
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <functional>
+#include <future>
 
 #include "core/error.h"
+#include "raw_client.h"
 #include "server_fixture.h"
 
 namespace llmserve::server {
@@ -130,18 +135,64 @@ TEST_F(CacheTest, AStreamedAnswerReplaysAsTheSameText) {
   EXPECT_EQ(text(json), streamed_text(first));
 }
 
-TEST_F(CacheTest, DeleteClearsTheCacheWithAKey) {
+// With admin keys, DELETE /v1/cache takes one of them: no key or a wrong
+// one is 401, an API key 403, and an admin key is good for nothing else.
+TEST_F(CacheTest, DeleteTakesAnAdminKeyNotAnApiKey) {
   Options o;
   o.api.keys = ApiKeys(std::vector<std::string>{"key-1"});
+  o.api.admin_keys = ApiKeys(std::vector<std::string>{"admin-1"});
   start_cached(exact(), o);
-  const Headers key{{"Authorization", "Bearer key-1"}};
+  const Headers key{{"Authorization", "Bearer key-1"}}, admin{{"Authorization", "Bearer admin-1"}};
   EXPECT_EQ(layer(post("/v1/completions", greedy("Deleted"), key)), "miss");
-  EXPECT_EQ(del("/v1/cache").status, 401);
-  EXPECT_EQ(client().request("GET", "/v1/cache", "", key).status, 405);
-  const HttpResult cleared = del("/v1/cache", key);
+  for (const Headers& h : {Headers{}, Headers{{"Authorization", "Bearer key-2"}}}) {
+    const HttpResult r = del("/v1/cache", h);
+    EXPECT_EQ(r.status, 401) << r.body;
+    EXPECT_EQ(Json::parse(r.body)["error"]["code"], "invalid_api_key");
+  }
+  const HttpResult refused = del("/v1/cache", key);
+  EXPECT_EQ(refused.status, 403);
+  const Json error = Json::parse(refused.body)["error"];
+  EXPECT_EQ(error["type"], "permission_error");
+  EXPECT_EQ(error["code"], "insufficient_permissions");
+  EXPECT_NE(error["message"].get<std::string>().find("--admin-key"), std::string::npos) << error;
+  EXPECT_EQ(client().request("GET", "/v1/cache", "", admin).status, 405);
+  const HttpResult cleared = del("/v1/cache", admin);
   EXPECT_EQ(cleared.status, 200);
   EXPECT_EQ(Json::parse(cleared.body)["entries"], 1);
   EXPECT_EQ(layer(post("/v1/completions", greedy("Deleted"), key)), "miss");
+  EXPECT_EQ(post("/v1/completions", greedy("Deleted"), admin).status, 401);
+  EXPECT_EQ(client().request("GET", "/v1/models", "", admin).status, 401);
+}
+
+// Without an admin key, a server with API keys lets no one clear the cache
+// (403 naming --admin-key); an open one lets anyone. Admin keys alone guard
+// only the clearing: the rest of the API stays open.
+TEST_F(CacheTest, WithoutAdminKeysOnlyAnOpenServerClears) {
+  Options keyed;
+  keyed.api.keys = ApiKeys(std::vector<std::string>{"key-1"});
+  start_cached(exact(), keyed);
+  EXPECT_EQ(del("/v1/cache").status, 401);
+  const HttpResult refused = del("/v1/cache", {{"Authorization", "Bearer key-1"}});
+  EXPECT_EQ(refused.status, 403);
+  const Json error = Json::parse(refused.body)["error"];
+  EXPECT_EQ(error["code"], "insufficient_permissions");
+  EXPECT_NE(error["message"].get<std::string>().find("serve --admin-key"), std::string::npos) << error;
+  server_.reset();
+
+  start_cached(exact());
+  EXPECT_EQ(layer(post("/v1/completions", greedy("Open"))), "miss");
+  const HttpResult open = del("/v1/cache");
+  EXPECT_EQ(open.status, 200);
+  EXPECT_EQ(Json::parse(open.body)["entries"], 1);
+  server_.reset();
+
+  Options admin_only;
+  admin_only.api.admin_keys = ApiKeys(std::vector<std::string>{"admin-1"});
+  start_cached(exact(), admin_only);
+  EXPECT_EQ(layer(post("/v1/completions", greedy("Open"))), "miss");
+  EXPECT_EQ(del("/v1/cache").status, 401);
+  EXPECT_EQ(del("/v1/cache", {{"Authorization", "Bearer other"}}).status, 401);
+  EXPECT_EQ(del("/v1/cache", {{"Authorization", "Bearer admin-1"}}).status, 200);
 }
 
 TEST_F(CacheTest, EntriesExpireAfterTheirTtl) {
@@ -247,6 +298,122 @@ TEST_F(SemanticCacheTest, VerificationRefusesAnAnswerToAnotherPrompt) {
   const std::string m = c.request("GET", "/metrics", "").body;
   EXPECT_NE(m.find("\nllmserve:cache_verify_rejections_total 1\n"), std::string::npos) << m;
   EXPECT_NE(m.find("\nllmserve:cache_entries 2\n"), std::string::npos);  // the other prompt's own answer joined
+}
+
+// The semantic layer with a served model as the embedder (--cache-embedder
+// MODEL): stories260K answers, TinyStories-656K embeds each prompt through
+// an engine embedding request.
+class ModelEmbedderTest : public CacheTest {
+ protected:
+  static constexpr int kEmbedder = 1;  // the engine's index of the embedding model
+  void start_with_embedder(const std::string& answering, const std::string& embedding) {
+    CacheSettings s;
+    s.mode = CacheMode::Semantic;
+    s.embedder = "embedder";
+    s.tau = 0.9;
+    Options o;
+    o.models = {{"stories", answering}, {"embedder", embedding}};
+    start_cached(s, o);
+  }
+  static Json story(const std::string& prompt) {
+    Json r = greedy(prompt, 16);
+    r["model"] = "stories";
+    return r;
+  }
+  // A gauge or counter without labels, from /metrics; -1 when absent.
+  double unlabeled(const std::string& name) {
+    HttpClient c = client();
+    const std::string text = c.request("GET", "/metrics", "").body;
+    const size_t at = text.find("\n" + name + " ");
+    return at == std::string::npos ? -1 : std::stod(text.substr(at + name.size() + 2));
+  }
+};
+
+// The same prompt is an exact hit, one without its comma a verified semantic
+// hit at the embedder's similarity (below 1, where the n-gram embedder,
+// blind to punctuation, would give 1), an unrelated one a miss;
+// each semantic query is one embedding request of the embedder model.
+TEST_F(ModelEmbedderTest, ANearPromptIsASemanticHitThroughTheModel) {
+  REQUIRE_MODEL(answering, "stories260K.gguf");
+  REQUIRE_MODEL(embedding, "TinyStories-656K.f16.gguf");
+  start_with_embedder(answering, embedding);
+  const HttpResult first = post("/v1/completions", story("Once upon a time, there was a little girl"));
+  EXPECT_EQ(layer(first), "miss");
+  EXPECT_EQ(layer(post("/v1/completions", story("Once upon a time, there was a little girl"))), "exact");
+  const HttpResult near = post("/v1/completions", story("Once upon a time there was a little girl"));
+  EXPECT_EQ(layer(near), "semantic");
+  const std::string* similarity = find_header(near, "x-llmserve-cache-similarity");
+  ASSERT_NE(similarity, nullptr);
+  EXPECT_GE(std::stod(*similarity), 0.9);
+  EXPECT_LT(std::stod(*similarity), 1.0);
+  EXPECT_EQ(text(near), text(first));
+  EXPECT_EQ(layer(post("/v1/completions", story("The big dog ran to the park. He"))), "miss");
+
+  EXPECT_EQ(server_->engine().metrics(kEmbedder).requests_submitted, 3u);
+  HttpClient c = client();
+  const std::string m = c.request("GET", "/metrics", "").body;
+  for (const char* line : {"llmserve:cache_queries_total{layer=\"exact\"} 4", "llmserve:cache_queries_total{layer=\"semantic\"} 3",
+                           "llmserve:cache_hits_total{layer=\"exact\"} 1", "llmserve:cache_hits_total{layer=\"semantic\"} 1",
+                           "llmserve:cache_verify_rejections_total 0", "llmserve:cache_entries 2"})
+    EXPECT_NE(m.find(std::string("\n") + line + "\n"), std::string::npos) << line << "\n" << m;
+  EXPECT_TRUE(settles_to_idle());
+}
+
+// A client that resets its connection while its prompt is being embedded:
+// the request's queue slot comes back once the embedding finishes. The
+// engine is held in a callback of its own request until the server has
+// seen the reset, so the embedding cannot finish first.
+TEST_F(ModelEmbedderTest, AClientGoneDuringTheEmbeddingLeavesNoQueueSlot) {
+  REQUIRE_MODEL(answering, "stories260K.gguf");
+  REQUIRE_MODEL(embedding, "TinyStories-656K.f16.gguf");
+  start_with_embedder(answering, embedding);
+  // The engine thread waits in the blocker's first callback until opened.
+  struct Hold {
+    std::promise<void> held, release;
+    std::atomic<bool> first{true}, opened{false};
+    void open() {
+      if (!opened.exchange(true)) release.set_value();
+    }
+  };
+  auto hold = std::make_shared<Hold>();
+  struct Opener {  // the engine goes on whatever the test's outcome
+    std::shared_ptr<Hold> h;
+    ~Opener() { h->open(); }
+  } opener{hold};
+  engine::RequestParams blocker;
+  blocker.prompt = {1};
+  blocker.max_new_tokens = 1;
+  server_->engine().submit(blocker, [hold, released = hold->release.get_future().share()](const engine::RequestOutput&) {
+    if (!hold->first.exchange(false)) return;
+    hold->held.set_value();
+    released.wait();
+  });
+  hold->held.get_future().wait();
+
+  const std::string body = story("Once upon a time, there was a little girl").dump();
+  auto until = [](const std::function<bool()>& done) {  // bounded polling
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!done() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  };
+  {
+    RawClient gone(server_->port());
+    gone.send("POST /v1/completions HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: " +
+              std::to_string(body.size()) + "\r\n\r\n" + body);
+    // The slot is reserved and the embedding submitted in one handler run.
+    until([&] { return server_->api().in_flight() > 0; });
+    ASSERT_EQ(server_->api().in_flight(), 1);
+    gone.reset();
+  }
+  // The server has seen the reset once only this /metrics request's connection is open.
+  bool reset_seen = false;
+  until([&] { return reset_seen = unlabeled("llmserve:http_open_connections") == 1; });
+  ASSERT_TRUE(reset_seen);
+  EXPECT_EQ(server_->api().in_flight(), 1);  // the embedding has not finished
+  hold->open();
+  until([&] { return server_->api().in_flight() == 0; });
+  EXPECT_EQ(server_->api().in_flight(), 0);
+  EXPECT_TRUE(settles_to_idle());
+  EXPECT_EQ(unlabeled("llmserve:cache_entries"), 0);  // nothing was generated to store
 }
 
 }  // namespace

@@ -33,6 +33,13 @@ TEST(ApiKeys, BearerHeader) {
   EXPECT_TRUE(ApiKeys().open());
 }
 
+TEST(ApiKeys, SharesAKeyWith) {
+  const ApiKeys api({"k1", "k2"}), admin({"a1", "k2"}), other({"a2"});
+  EXPECT_TRUE(admin.shares_a_key_with(api));
+  EXPECT_FALSE(other.shares_a_key_with(api));
+  EXPECT_FALSE(ApiKeys().shares_a_key_with(api));
+}
+
 TEST(ApiKeys, FromFileSkipsCommentsAndBlanks) {
   const llmserve::testing::TempFile file("keys.txt");
   const std::string& path = file.path();

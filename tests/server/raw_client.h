@@ -1,6 +1,6 @@
 #pragma once
 // A raw TCP client for the server's tests: what HttpClient will not do
-// (half-close, HEAD, HTTP/1.0, idle sockets, a chosen source address).
+// (half-close, reset, HEAD, HTTP/1.0, idle sockets, a chosen source address).
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -29,12 +29,22 @@ class RawClient {
                     connect(fd_, reinterpret_cast<sockaddr*>(&dst), sizeof dst) == 0;
     EXPECT_TRUE(ok) << "connect from " << from;
   }
-  ~RawClient() { close(fd_); }
+  ~RawClient() {
+    if (fd_ >= 0) close(fd_);
+  }
   RawClient(const RawClient&) = delete;
   RawClient& operator=(const RawClient&) = delete;
 
   void send(const std::string& bytes) { ASSERT_EQ(::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL), ssize_t(bytes.size())); }
   void shut_write() { shutdown(fd_, SHUT_WR); }
+  // Closes with a reset, as a client that goes away does (a plain close is
+  // a half-close, which still gets its answer).
+  void reset() {
+    const linger now{1, 0};
+    setsockopt(fd_, SOL_SOCKET, SO_LINGER, &now, sizeof now);
+    close(fd_);
+    fd_ = -1;
+  }
   // The next bytes the server sends ("" when it closed).
   std::string read_some() {
     char buf[4096];

@@ -61,6 +61,7 @@ EncodedKey encode(const CacheKey& key) {
   EncodedKey encoded;
   encoded.semantic_namespace = w.out();
   w.tokens('P', key.prompt_tokens);
+  w.str('I', key.input);
   encoded.exact = std::move(w.out());
   return encoded;
 }

@@ -16,6 +16,9 @@ struct CacheKey {
   std::string model;     // the served model's name
   std::string endpoint;  // "completions" or "chat": the shapes differ
   std::vector<int32_t> prompt_tokens;  // the rendered, tokenized prompt
+  // The request's own prompt or messages, where the tokens are one model's
+  // reading and another model may answer (the router's namespace).
+  std::string input{};
   int max_tokens = 0;
   float temperature = 1.0f;
   int top_k = 0;

@@ -59,6 +59,9 @@ std::string one_line(std::string_view s) {
   return out;
 }
 
+// What a request's later answers need of it: all but the body.
+HttpRequest without_body(const HttpRequest& req) { return {req.method, req.target, req.headers, {}, req.remote}; }
+
 ApiError with_retry(ApiError e, int seconds) {
   e.retry_after_s = seconds;
   return e;
@@ -332,29 +335,29 @@ void ApiHandler::generate(Endpoint endpoint, Call& call) {
   generate_routed(std::move(plan), tenant, call);
 }
 
+// What a routed request keeps of its call until the model is chosen, and
+// its slot of the small model's queue (released at the choice, or when the
+// request ends any other way).
+struct ApiHandler::Routed {
+  HttpRequest req;  // without the body
+  std::weak_ptr<Exchange> ex;
+  std::string id, tenant;
+  Clock::time_point received;
+  std::atomic<int>* slot = nullptr;
+  void release() {
+    if (slot) slot->fetch_sub(1);
+    slot = nullptr;
+  }
+  ~Routed() { release(); }
+};
+
 // A request for the router's name is looked up in the cache under that name
-// (keyed by the small model's reading of its prompt) and, on a miss, goes
-// on, on its strand, once the small model has read its prompt. It keeps what
-// it needs of the call until then, and holds a slot of the small model's
-// queue (released when the choice is made, or when the request ends any
-// other way).
+// (keyed by the small model's reading of its prompt) and, on a miss, routed.
 void ApiHandler::generate_routed(GenerationPlan plan, const std::string& tenant, Call& call) {
   const GenerationRequest& r = plan.request;
   if (r.prompt_is_tokens)
     throw ApiError(400, "model '" + r.model + "' routes text prompts only: token ids belong to one model's vocabulary",
                    "invalid_request_error", "prompt");
-  struct Routed {
-    HttpRequest req;
-    std::weak_ptr<Exchange> ex;
-    std::string id, tenant;
-    Clock::time_point received;
-    std::atomic<int>* slot = nullptr;
-    void release() {
-      if (slot) slot->fetch_sub(1);
-      slot = nullptr;
-    }
-    ~Routed() { release(); }
-  };
   ServedModel& small = router_->small();
   TemplatedPrompt prompt = template_prompt(small, r);
   plan.prompt = std::move(prompt.tokens);
@@ -367,18 +370,20 @@ void ApiHandler::generate_routed(GenerationPlan plan, const std::string& tenant,
   plan.request_id = call.id;
   plan.headers = call.headers;
   reserve_queue(small, 1);
-  auto routed = std::make_shared<Routed>();
-  routed->slot = &small.in_flight;
-  routed->req = call.req;
-  routed->ex = call.ex;
-  routed->id = call.id;
-  routed->tenant = tenant;
-  routed->received = call.received;
+  auto routed = std::make_shared<Routed>(without_body(call.req), call.ex, call.id, tenant, call.received, &small.in_flight);
   bound_wait(call);
   const std::string scope = r.model;
   cache_->answer_routed(scope, small, tenant, call.req, std::move(plan), call.ex,
-                        [this, routed](GenerationPlan p, std::shared_ptr<Exchange> ex) {
-    auto plan = std::make_shared<GenerationPlan>(std::move(p));
+                        [this, routed](GenerationPlan p, std::shared_ptr<Exchange> ex) { route(routed, std::move(p), ex); });
+}
+
+// On a cache miss (maybe later, on the strand): the small model reads the
+// prompt, then the chosen model generates, its answer stored under the
+// router's key.
+void ApiHandler::route(std::shared_ptr<Routed> routed, GenerationPlan p, const std::shared_ptr<Exchange>& ex) {
+  auto plan = std::make_shared<GenerationPlan>(std::move(p));
+  Call call{routed->req, ex, routed->id, plan->headers, routed->received};
+  answering_errors(call, [&] {
     router_->choose(plan->request, std::move(plan->prompt), metrics_, ex, [this, routed, plan](ServedModel& model) {
       routed->release();
       const auto ex = routed->ex.lock();
@@ -398,15 +403,17 @@ void ApiHandler::generate_routed(GenerationPlan plan, const std::string& tenant,
 // request's timeout and the server's stop end that wait.
 void ApiHandler::bound_wait(Call& call) {
   auto answer = [this, weak = std::weak_ptr<Exchange>(call.ex), id = call.id, headers = call.headers,
-                 req = HttpRequest{call.req.method, call.req.target, {}, {}, call.req.remote}](ApiError e) {
+                 req = without_body(call.req)](ApiError e) {
     const auto ex = weak.lock();
     if (!ex || ex->answered()) return;
     if (e.status == 504) metrics_.count_rejection("timeout");
     Call c{req, ex, id, headers, Clock::now()};
     answering_errors(c, [&] { throw e; });
   };
+  const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - call.received);
   if (config_.request_timeout.count() > 0)
-    call.ex->after(config_.request_timeout, [answer, seconds = config_.request_timeout.count() / 1e3] {
+    call.ex->after(std::max(std::chrono::milliseconds(0), config_.request_timeout - waited),
+                   [answer, seconds = config_.request_timeout.count() / 1e3] {
       answer(ApiError(504, fmt::format("the request timed out after {:g} s", seconds), error_type_for(504), {}, "timeout"));
     });
   call.ex->on_server_stop([answer] {

@@ -71,6 +71,7 @@ struct CacheFront::Pending {
   Generate generate;
   gateway::CacheKey key;
   std::vector<float> embedding;
+  size_t scored_prompt_tokens = 0;  // a verified semantic hit's: the prompt as the answer's model reads it
   Clock::time_point started = Clock::now();
 
   bool routed() const { return scope != model.name; }
@@ -130,6 +131,7 @@ void CacheFront::lookup(std::shared_ptr<Pending> p, const std::string& tenant, c
     return p->generate(std::move(plan), p->ex.lock());
   }
   p->key = key_of(tenant, p->scope, plan);
+  if (p->routed()) p->key.input = r.endpoint == Endpoint::Chat ? r.messages.dump() : r.prompt_text;
   ++cache_metrics_.exact_queries;
   if (const gateway::CacheLookup exact = cache_.lookup(p->key); exact.hit) return serve_hit(*p, *exact.hit);
   if (settings_.mode != CacheMode::Semantic) return miss(*p);
@@ -198,6 +200,7 @@ void CacheFront::verify(std::shared_ptr<Pending> p, gateway::CacheHit hit) {
   engine::RequestParams params;
   params.model = scorer->index;
   params.score_from = static_cast<int>(prompt.size());
+  p->scored_prompt_tokens = prompt.size();
   params.prompt = std::move(prompt);
   params.prompt.insert(params.prompt.end(), answer.begin(), answer.end());
   try {
@@ -221,23 +224,37 @@ void CacheFront::verify(std::shared_ptr<Pending> p, gateway::CacheHit hit) {
   }
 }
 
+// The new prompt's length as the model that wrote the answer reads it (usage).
+size_t CacheFront::prompt_tokens(const Pending& p, const gateway::CacheHit& hit) const {
+  if (hit.layer == gateway::CacheLayer::Exact) return static_cast<size_t>(hit.answer->prompt_tokens);  // the same prompt
+  if (p.scored_prompt_tokens > 0) return p.scored_prompt_tokens;
+  const ServedModel* m = served(hit.answer->model);
+  if (!m || m == &p.model) return p.plan.prompt.size();
+  try {
+    return template_prompt(*m, p.plan.request).tokens.size();
+  } catch (const std::exception&) {
+    return p.plan.prompt.size();
+  }
+}
+
 void CacheFront::serve_hit(Pending& p, const gateway::CacheHit& hit) {
+  p.release_slots();
+  const auto ex = p.ex.lock();
+  if (!ex || ex->answered()) return;
   cache_metrics_.lookup_seconds.observe(std::chrono::duration<double>(Clock::now() - p.started).count());
   ++(hit.layer == gateway::CacheLayer::Exact ? cache_metrics_.exact_hits : cache_metrics_.semantic_hits);
-  p.release_slots();
   GenerationPlan& plan = p.plan;
   plan.headers.emplace_back("x-llmserve-cache", layer_name(hit.layer));
   if (hit.layer == gateway::CacheLayer::Semantic)
     plan.headers.emplace_back("x-llmserve-cache-similarity", fmt::format("{:.4f}", hit.similarity));
   if (p.routed()) plan.headers.emplace_back("x-llmserve-route", hit.answer->model);
   plan.meta.model = hit.answer->model;
-  const auto ex = p.ex.lock();
-  if (!ex || ex->answered()) return;
-  replay(*hit.answer, plan, *ex);
+  const size_t prompt = prompt_tokens(p, hit);
+  replay(*hit.answer, plan, prompt, *ex);
   metrics_.count_http_status(200);
   spdlog::info("{} {} {} model={} status=200 n={} prompt_tokens={} completion_tokens={} request_id={} (cache hit: {})",
                plan.meta.id, plan.remote, plan.request.endpoint == Endpoint::Chat ? "chat" : "completions", plan.meta.model,
-               plan.request.n, plan.prompt.size(), hit.answer->completion_tokens, plan.request_id, layer_name(hit.layer));
+               plan.request.n, prompt, hit.answer->completion_tokens, plan.request_id, layer_name(hit.layer));
 }
 
 void CacheFront::miss(Pending& p) {

@@ -83,6 +83,7 @@ class CacheFront {
   void lookup_semantic(std::shared_ptr<Pending> p, std::vector<float> embedding);
   void verify(std::shared_ptr<Pending> p, gateway::CacheHit hit);
   void serve_hit(Pending& p, const gateway::CacheHit& hit);
+  size_t prompt_tokens(const Pending& p, const gateway::CacheHit& hit) const;
   void miss(Pending& p);
   void embed_with_model(std::shared_ptr<Pending> p);
 

@@ -4,8 +4,8 @@
 
 namespace llmserve::server {
 
-void replay(const gateway::CachedAnswer& answer, const GenerationPlan& plan, Exchange& ex) {
-  const Usage usage{static_cast<int>(plan.prompt.size()), answer.completion_tokens, 0};
+void replay(const gateway::CachedAnswer& answer, const GenerationPlan& plan, size_t prompt_tokens, Exchange& ex) {
+  const Usage usage{static_cast<int>(prompt_tokens), answer.completion_tokens, 0};
   std::vector<ChoicePiece> pieces;
   for (size_t i = 0; i < answer.choices.size(); ++i) {
     const gateway::CachedChoice& c = answer.choices[i];

@@ -8,6 +8,6 @@
 
 namespace llmserve::server {
 
-void replay(const gateway::CachedAnswer& answer, const GenerationPlan& plan, Exchange& ex);
+void replay(const gateway::CachedAnswer& answer, const GenerationPlan& plan, size_t prompt_tokens, Exchange& ex);
 
 }  // namespace llmserve::server

@@ -391,9 +391,12 @@ class ExchangeImpl : public Exchange {
   bool answered() const override { return responding_ || !live(); }
   void post(std::function<void()> fn) override { asio::post(executor_, std::move(fn)); }
   void after(std::chrono::milliseconds delay, std::function<void()> fn) override {
+    // An expired timer's handler may be queued already: the epoch tells it
+    // that a later call replaced it.
+    const uint64_t epoch = ++*timer_epoch_;
     timer_.expires_after(delay);
-    timer_.async_wait([fn = std::move(fn)](boost::system::error_code ec) {
-      if (!ec) fn();
+    timer_.async_wait([fn = std::move(fn), epoch, current = timer_epoch_](boost::system::error_code ec) {
+      if (!ec && *current == epoch) fn();
     });
   }
 
@@ -401,6 +404,7 @@ class ExchangeImpl : public Exchange {
   void end(bool client_gone) {
     if (!conn_) return;
     gone_ = client_gone;
+    ++*timer_epoch_;
     timer_.cancel();
     conn_.reset();
     on_stop_ = nullptr;
@@ -421,6 +425,7 @@ class ExchangeImpl : public Exchange {
   std::shared_ptr<Connection> conn_;
   asio::any_io_executor executor_;
   asio::steady_timer timer_;
+  std::shared_ptr<uint64_t> timer_epoch_ = std::make_shared<uint64_t>(0);
   std::function<void()> on_close_, on_stop_;
   bool gone_ = false, responding_ = false;
 };

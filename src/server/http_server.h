@@ -87,7 +87,8 @@ class Exchange {
   virtual bool answered() const = 0;
   // Runs fn on this exchange's strand. Any thread; never blocks.
   virtual void post(std::function<void()> fn) = 0;
-  // Runs fn on the strand after `delay` unless the exchange ended first.
+  // Runs fn on the strand after `delay` unless the exchange ended first or a
+  // later call replaced it (one timer per exchange).
   virtual void after(std::chrono::milliseconds delay, std::function<void()> fn) = 0;
 };
 

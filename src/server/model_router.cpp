@@ -54,7 +54,8 @@ void ModelRouter::choose(const GenerationRequest& r, std::vector<int32_t> prompt
        then = std::move(then)](std::optional<engine::NextTokenStats> stats) mutable {
         const auto exchange = weak.lock();
         if (!exchange) return;
-        exchange->post([this, &metrics, stats, request, text = std::move(text), then = std::move(then)]() mutable {
+        exchange->post([this, &metrics, weak, stats, request, text = std::move(text), then = std::move(then)]() mutable {
+          if (const auto ex = weak.lock(); !ex || ex->answered()) return;  // answered meanwhile (timeout, drain)
           request.text = text;  // the view into the caller's string is gone by now
           ServedModel* chosen = large_;
           if (stats) {

@@ -28,8 +28,9 @@ class ModelRouter {
   // Chooses the model for `r` (a text prompt, which the small model reads as
   // `prompt`), counts it in `metrics` and calls `then` with it on the
   // exchange's strand, after the small model's prefill (never blocking the
-  // caller's thread); nothing runs when the client has gone. A prompt the
-  // small model cannot hold goes to the large one at once.
+  // caller's thread); nothing runs once the exchange is answered (timeout,
+  // drain) or gone. A prompt the small model cannot hold goes to the large
+  // one at once.
   void choose(const GenerationRequest& r, std::vector<int32_t> prompt, ServerMetrics& metrics,
               const std::shared_ptr<Exchange>& ex, std::function<void(ServedModel&)> then);
 

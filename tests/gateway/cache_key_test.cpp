@@ -72,6 +72,10 @@ TEST(CacheKey, ThePromptChangesOnlyTheExactKey) {
   k.prompt_tokens = {1, 2, 4};
   EXPECT_NE(encode(k).exact, encode(base()).exact);
   EXPECT_EQ(encode(k).semantic_namespace, encode(base()).semantic_namespace);
+  k = base();
+  k.input = std::string("Hello");
+  EXPECT_NE(encode(k).exact, encode(base()).exact);
+  EXPECT_EQ(encode(k).semantic_namespace, encode(base()).semantic_namespace);
 }
 
 TEST(CacheKey, FieldBoundariesCannotBeShifted) {

@@ -29,6 +29,13 @@ class RouterServerTest : public ServerTest {
   static Json greedy(const std::string& prompt) {
     return {{"model", "auto"}, {"prompt", prompt}, {"max_tokens", 8}, {"temperature", 0}};
   }
+  // Every queue slot given back (a generation's after its answer is sent).
+  bool slots_return() {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (server_->api().in_flight() != 0 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    return server_->api().in_flight() == 0;
+  }
   static std::string header(const HttpResult& r, const std::string& name) {
     const std::string* v = find_header(r, name);
     return v ? *v : "(none)";
@@ -130,7 +137,7 @@ TEST_F(RouterServerTest, ThresholdOneSendsEverythingSmallWhichReusesTheScoringPr
   const std::string text = metrics_text();
   EXPECT_NE(text.find("llmserve:router_decisions_total{model_name=\"small\"} 1\n"), std::string::npos) << text;
   EXPECT_EQ(text.find("llmserve:router_decisions_total{model_name=\"large\"}"), std::string::npos) << text;
-  EXPECT_EQ(server_->api().in_flight(), 0);  // the scoring prefill's queue slot is given back
+  EXPECT_TRUE(slots_return());  // the scoring prefill's queue slot is given back
 }
 
 
@@ -189,7 +196,7 @@ TEST_F(RouterServerTest, TheRequestTimeoutEndsTheWaitForTheRouting) {
   EXPECT_NE(find_header(r, "x-request-id"), nullptr);
   gate.release();
   EXPECT_TRUE(settles_to_idle());
-  EXPECT_EQ(server_->api().in_flight(), 0);  // the routing's queue slot is given back
+  EXPECT_TRUE(slots_return());  // the routing's queue slot is given back
   EXPECT_EQ(metrics_text().find("llmserve:router_decisions_total{"), std::string::npos);
 }
 
@@ -206,6 +213,7 @@ TEST_F(RouterServerTest, ADrainTimeoutEndsTheWaitForTheRouting) {
   EXPECT_EQ(Json::parse(r.body)["error"]["code"], "drain_timeout") << r.body;
   gate.release();
   EXPECT_FALSE(drained.get());
+  EXPECT_TRUE(slots_return());
 }
 
 // With the cache on, "auto" is looked up before it is routed: a repeat
@@ -227,12 +235,38 @@ TEST_F(RouterServerTest, TheCacheAnswersARepeatBeforeItIsRouted) {
   EXPECT_EQ(header(again, "x-llmserve-route"), "large");
   EXPECT_EQ(Json::parse(again.body)["model"], "large");
   EXPECT_EQ(Json::parse(again.body)["choices"], Json::parse(first.body)["choices"]);
+  EXPECT_EQ(Json::parse(again.body)["usage"], Json::parse(first.body)["usage"]) << "the large model's prompt tokens";
   EXPECT_EQ(server_->engine().metrics(0).prompt_tokens, small_prompts) << "no routing prefill";
   EXPECT_NE(metrics_text().find("llmserve:router_decisions_total{model_name=\"large\"} 1\n"), std::string::npos);
   Json named = greedy("Once upon a time");
   named["model"] = "large";
   EXPECT_EQ(header(post("/v1/completions", named), "x-llmserve-cache"), "miss");
-  EXPECT_EQ(server_->api().in_flight(), 0);
+  EXPECT_TRUE(slots_return());
+}
+
+// The key holds the request's own messages: two chats the small model's
+// template renders alike (it ignores a message's name) may read otherwise
+// to the model that answers.
+TEST_F(RouterServerTest, RoutedChatsThatDifferOnlyWhereTheSmallTemplateIsBlindAreDifferentKeys) {
+  REQUIRE_MODEL(small, "stories260K.gguf");
+  REQUIRE_MODEL(large, "TinyStories-656K.f16.gguf");
+  Options o;
+  o.api.cache.mode = CacheMode::Exact;
+  start_routed(small, large, 1.0, o);
+  auto chat = [](const std::string& name) {
+    return Json{{"model", "auto"},
+                {"messages", {{{"role", "user"}, {"content", "Hi"}, {"name", name}}}},
+                {"max_tokens", 4},
+                {"temperature", 0}};
+  };
+  const HttpResult first = post("/v1/chat/completions", chat("ann"));
+  ASSERT_EQ(first.status, 200) << first.body;
+  EXPECT_EQ(header(first, "x-llmserve-route"), "small");
+  EXPECT_EQ(header(post("/v1/chat/completions", chat("bob")), "x-llmserve-cache"), "miss");
+  const HttpResult again = post("/v1/chat/completions", chat("ann"));
+  EXPECT_EQ(header(again, "x-llmserve-cache"), "exact");
+  EXPECT_EQ(header(again, "x-llmserve-route"), "small");
+  EXPECT_TRUE(slots_return());
 }
 
 // A semantic hit in the router's namespace is verified by the model that

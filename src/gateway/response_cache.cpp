@@ -11,19 +11,18 @@ namespace llmserve::gateway {
 
 namespace {
 
-// `v` scaled to length 1; empty for an empty or all-zero vector (nothing to
-// compare). A value that is not finite is an embedder's bug.
-std::vector<float> unit(std::span<const float> v) {
-  double norm2 = 0;
+// `v`, or empty when it has no direction to compare (empty or all zeros).
+// A value that is not finite is an embedder's bug.
+std::span<const float> comparable(std::span<const float> v) {
+  if (v.size() > SemanticIndex::kMaxDims)
+    throw Error("cache: the prompt embedding has " + std::to_string(v.size()) + " values; at most " +
+                std::to_string(SemanticIndex::kMaxDims) + " are supported");
+  bool nonzero = false;
   for (const float x : v) {
     if (!std::isfinite(x)) throw Error("cache: the prompt embedding has a value that is not finite");
-    norm2 += double{x} * x;
+    nonzero = nonzero || x != 0;
   }
-  if (norm2 == 0) return {};
-  const float scale = static_cast<float>(1 / std::sqrt(norm2));
-  std::vector<float> out(v.begin(), v.end());
-  for (float& x : out) x *= scale;
-  return out;
+  return nonzero ? v : std::span<const float>{};
 }
 
 // Embeddings of different lengths come from different embedders: never compared.
@@ -55,10 +54,11 @@ CacheHit ResponseCache::hit_locked(const Entry& e, CacheLayer layer, float simil
 CacheLookup ResponseCache::lookup(const CacheKey& key, std::span<const float> embedding) {
   const auto start = std::chrono::steady_clock::now();
   const EncodedKey encoded = encode(key);
-  const std::vector<float> query = unit(embedding);
+  const std::span<const float> query = comparable(embedding);
   const TimePoint now = clock_();
   CacheLookup result;
-  std::optional<uint64_t> hit_id, expired_id;
+  std::optional<uint64_t> hit_id;
+  std::vector<uint64_t> expired_ids;  // met by this lookup, removed after it
   {
     std::shared_lock lock(mutex_);
     ++exact_queries_;
@@ -68,7 +68,7 @@ CacheLookup ResponseCache::lookup(const CacheKey& key, std::span<const float> em
         result.hit = hit_locked(e, CacheLayer::Exact, 1);
         hit_id = it->second;
       } else {
-        expired_id = it->second;
+        expired_ids.push_back(it->second);
       }
     }
     const auto tau = tau_.find(key.model);
@@ -76,24 +76,26 @@ CacheLookup ResponseCache::lookup(const CacheKey& key, std::span<const float> em
       ++semantic_queries_;
       const auto index = semantic_.find(semantic_index_name(encoded.semantic_namespace, query.size()));
       if (index != semantic_.end()) {
-        if (const auto match = index->second.nearest(query, tau->second, now)) {
+        SemanticIndex::Nearest nearest = index->second.nearest(query, tau->second, now);
+        if (const auto& match = nearest.match) {
           result.hit = hit_locked(entries_.at(match->id), CacheLayer::Semantic, match->similarity);
           hit_id = match->id;
         }
+        expired_ids.insert(expired_ids.end(), nearest.expired.begin(), nearest.expired.end());
       }
     }
   }
   if (result.hit) ++(result.hit->layer == CacheLayer::Exact ? exact_hits_ : semantic_hits_);
-  if (hit_id || expired_id) {
+  if (hit_id || !expired_ids.empty()) {
     std::unique_lock lock(mutex_);
-    // Either may have been replaced or evicted since the shared lock.
+    // Any may have been replaced or evicted since the shared lock.
     if (hit_id) {
       if (const auto it = entries_.find(*hit_id); it != entries_.end())
         lru_.splice(lru_.begin(), lru_, it->second.lru);
     }
-    if (expired_id) {
-      if (const auto it = entries_.find(*expired_id); it != entries_.end() && it->second.expires <= now) {
-        erase_locked(*expired_id);
+    for (const uint64_t id : expired_ids) {
+      if (const auto it = entries_.find(id); it != entries_.end() && it->second.expires <= now) {
+        erase_locked(id);
         ++expirations_;
       }
     }
@@ -107,7 +109,7 @@ bool ResponseCache::insert(const CacheKey& key, std::span<const float> embedding
   if (ttl.count() <= 0)
     throw Error("cache TTL must be greater than 0, not " + std::to_string(ttl.count()) + " ms");
   EncodedKey encoded = encode(key);
-  const std::vector<float> vector = unit(embedding);
+  const std::span<const float> vector = comparable(embedding);
   const TimePoint now = clock_();
   Entry e;
   e.answer = std::make_shared<const CachedAnswer>(std::move(answer));
@@ -119,7 +121,7 @@ bool ResponseCache::insert(const CacheKey& key, std::span<const float> embedding
   if (semantic) e.semantic = semantic_index_name(encoded.semantic_namespace, vector.size());
   e.key = std::move(encoded.exact);
   e.bytes = kEntryOverhead + sizeof(Entry) + e.key.size() + e.semantic.size() + e.answer->bytes() +
-            (semantic ? vector.size() * sizeof(float) : 0);
+            (semantic ? SemanticIndex::row_bytes(vector.size()) : 0);
   if (e.bytes > max_bytes_) return false;
   if (const auto it = exact_.find(e.key); it != exact_.end()) erase_locked(it->second);
   while (bytes_ + e.bytes > max_bytes_) {

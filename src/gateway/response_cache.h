@@ -7,11 +7,13 @@
 // - Semantic: among entries in the same namespace (tenant, model, endpoint
 //   and every sampling parameter; only the prompt differs) and with
 //   embeddings of the same length, the one whose prompt embedding is most
-//   similar to the query's, a hit when the cosine similarity is >= the
-//   model's tau. A model without a tau has no semantic layer.
-// Entries expire after their TTL and are evicted least recently used first
-// to keep the counted bytes within `max_bytes`. All methods are safe to call
-// from many threads; lookups scan under a shared lock.
+//   similar to the query's, a hit when the cosine similarity (of the int8
+//   codes, semantic_index.h) is >= the model's tau. A model without a tau
+//   has no semantic layer.
+// Entries expire after their TTL, and a lookup removes the expired ones it
+// meets; entries are evicted least recently used first to keep the counted
+// bytes within `max_bytes`. All methods are safe to call from many threads;
+// lookups scan under a shared lock.
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -69,8 +71,8 @@ class ResponseCache {
   // Turns the semantic layer on for `model` with threshold tau in [0, 1].
   void set_semantic_tau(const std::string& model, double tau);
 
-  // `embedding`: the prompt's embedding, any length, or empty for none; it
-  // is normalized here.
+  // `embedding`: the prompt's embedding, any length up to
+  // SemanticIndex::kMaxDims, or empty for none; only its direction counts.
   CacheLookup lookup(const CacheKey& key, std::span<const float> embedding = {});
 
   // Stores `answer` for `key` (replacing an entry with the same key) for

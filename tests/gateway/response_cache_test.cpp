@@ -97,7 +97,7 @@ TEST(ResponseCache, SemanticHitWhenTheCosineReachesTau) {
   ASSERT_TRUE(near_a.hit);
   EXPECT_EQ(near_a.hit->layer, CacheLayer::Semantic);
   EXPECT_EQ(text_of(near_a), "a");
-  EXPECT_NEAR(near_a.hit->similarity, std::cos(20 * std::numbers::pi / 180), 1e-5);
+  EXPECT_NEAR(near_a.hit->similarity, std::cos(20 * std::numbers::pi / 180), 0.01);  // int8 codes' cosine
   EXPECT_EQ(text_of(cache.lookup(key({3}), at_angle(80))), "b");  // the nearest of the two
   EXPECT_FALSE(cache.lookup(key({3}), at_angle(45)).hit);         // cos 0.71 to both
 
@@ -117,7 +117,7 @@ TEST(ResponseCache, TauDecidesTheHit) {
   }
 }
 
-TEST(ResponseCache, EmbeddingsAreNormalizedHere) {
+TEST(ResponseCache, OnlyTheEmbeddingsDirectionCounts) {
   ManualClock clock;
   ResponseCache cache(clock.config());
   cache.set_semantic_tau("m", 0.99);
@@ -154,6 +154,7 @@ TEST(ResponseCache, EntriesExpireAfterTheirTtl) {
   EXPECT_TRUE(cache.lookup(key({2}), at_angle(0)).hit);
   clock.now += milliseconds(1);
   EXPECT_FALSE(cache.lookup(key({2}), at_angle(0)).hit);
+  EXPECT_EQ(cache.stats().entries, 0u);  // the semantic scan met it and removed it
   EXPECT_FALSE(cache.lookup(key({1}), at_angle(0)).hit);
   const CacheStats s = cache.stats();
   EXPECT_EQ(s.expirations, 1u);
@@ -254,6 +255,8 @@ TEST(ResponseCache, BadSettingsAreRefusedByName) {
   expect_error([&] { ResponseCache(clock.config(0)); }, "max_bytes must be greater than 0");
   const std::vector<float> nan = {1, std::numeric_limits<float>::quiet_NaN()};
   expect_error([&] { cache.lookup(key(), nan); }, "not finite");
+  const std::vector<float> too_long(SemanticIndex::kMaxDims + 1, 1.0f);
+  expect_error([&] { cache.insert(key(), too_long, answer("a"), kHour); }, "values; at most 131072 are supported");
   EXPECT_EQ(cache.stats().entries, 0u);
 }
 

@@ -11,6 +11,7 @@
 #include "cli/flag_checks.h"
 #include "gateway/ngram_embedder.h"
 #include "gateway/semantic_eval.h"
+#include "gateway/semantic_index.h"
 
 namespace llmserve::cli {
 
@@ -63,7 +64,9 @@ void add_cache_eval(CLI::App& app) {
   cmd->add_option("--tau", o->taus, "Comma-separated thresholds")->delimiter(',')->check(in_range(0, 1))->capture_default_str();
   cmd->add_option("--ngram-min", o->ngram.min_n, "Shortest n-gram")->check(in_range(1, 16))->capture_default_str();
   cmd->add_option("--ngram-max", o->ngram.max_n, "Longest n-gram")->check(in_range(1, 16))->capture_default_str();
-  cmd->add_option("--dims", o->ngram.dims, "Hashed dimensions")->check(in_range(1, 1 << 20))->capture_default_str();
+  cmd->add_option("--dims", o->ngram.dims, "Hashed dimensions")
+      ->check(in_range(1, static_cast<int>(gateway::SemanticIndex::kMaxDims)))
+      ->capture_default_str();
   cmd->add_option("--model", o->verified.model,
                   "GGUF model: cache its greedy answer to each pair's first prompt and report hits with and without "
                   "verification by the model (see serve --cache-verify)");

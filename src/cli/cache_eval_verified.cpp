@@ -1,6 +1,5 @@
 #include "cli/cache_eval_verified.h"
 
-#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <mutex>
@@ -42,11 +41,6 @@ Done run_one(engine::Engine& eng, engine::RequestParams p) {
   return d;
 }
 
-float cosine(const std::vector<float>& a, const std::vector<float>& b) {
-  const float norms = std::sqrt(gateway::dot(a.data(), a.data(), a.size()) * gateway::dot(b.data(), b.data(), b.size()));
-  return norms > 0 ? gateway::dot(a.data(), b.data(), a.size()) / norms : 0;
-}
-
 struct PairResult {
   float similarity = 0;
   bool verified = false;
@@ -84,7 +78,7 @@ void run_verified_eval(const VerifiedEvalOptions& o, const std::vector<gateway::
     gen.top_logprobs = 0;
     const Done answer = run_one(eng, std::move(gen));
     PairResult r;
-    r.similarity = cosine(embed(pair.a, a), embed(pair.b, b));
+    r.similarity = gateway::similarity(embed(pair.a, a), embed(pair.b, b));  // what the cache compares with tau
     if (!answer.tokens.empty()) {
       std::vector<int32_t> scored = b;
       for (const auto& t : answer.tokens) {

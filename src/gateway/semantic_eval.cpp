@@ -1,7 +1,6 @@
 #include "gateway/semantic_eval.h"
 
 #include <algorithm>
-#include <cmath>
 
 #include "core/error.h"
 #include "gateway/json_lines.h"
@@ -36,11 +35,10 @@ std::string text_field(const nlohmann::json& line, const char* name, const std::
   return it->get<std::string>();
 }
 
-// The cosine similarity; 0 when either vector is all zeros.
-double cosine(const std::vector<float>& a, const std::vector<float>& b) {
+// The similarity the cache compares with tau.
+double cache_similarity(const std::vector<float>& a, const std::vector<float>& b) {
   if (a.size() != b.size()) throw Error("embedder: vectors of different lengths for one pair");
-  const double norms = std::sqrt(double{dot(a.data(), a.data(), a.size())} * dot(b.data(), b.data(), b.size()));
-  return norms > 0 ? dot(a.data(), b.data(), a.size()) / norms : 0;
+  return similarity(a, b);
 }
 
 }  // namespace
@@ -67,7 +65,7 @@ std::vector<KindResult> evaluate(const Embedder& embedder, const std::vector<Lab
     double sum = 0;
     for (const LabeledPair& p : pairs) {
       if (p.kind != kind) continue;
-      const double sim = cosine(embedder.embed(p.a), embedder.embed(p.b));
+      const double sim = cache_similarity(embedder.embed(p.a), embedder.embed(p.b));
       r.min_similarity = r.pairs ? std::min(r.min_similarity, sim) : sim;
       r.max_similarity = r.pairs ? std::max(r.max_similarity, sim) : sim;
       sum += sim;

@@ -76,7 +76,20 @@ std::optional<uint64_t> SemanticIndex::remove(size_t row) {
   inv_norms_.pop_back();
   ids_.pop_back();
   expires_.pop_back();
+  if (codes_.size() < codes_.capacity() / 4) {  // the cache's memory bound counts rows, not spare capacity
+    codes_.shrink_to_fit();
+    inv_norms_.shrink_to_fit();
+    ids_.shrink_to_fit();
+    expires_.shrink_to_fit();
+  }
   return moved;
+}
+
+float similarity(std::span<const float> a, std::span<const float> b) {
+  std::vector<int8_t> row(a.size(), 0);
+  std::vector<int16_t> query(b.size(), 0);
+  const double inv_norms = quantize(a, row.data()) * quantize(b, query.data());
+  return static_cast<float>(dot_codes(row.data(), query.data(), row.size()) * inv_norms);
 }
 
 SemanticIndex::Nearest SemanticIndex::nearest(std::span<const float> query, float tau, TimePoint now) const {

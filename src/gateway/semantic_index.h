@@ -19,6 +19,11 @@ using TimePoint = std::chrono::steady_clock::time_point;
 // Dot product of two float arrays of length n.
 float dot(const float* a, const float* b, size_t n);
 
+// What SemanticIndex compares with tau for two embeddings of one length
+// (<= SemanticIndex::kMaxDims): the cosine of their int8 codes; 0 when
+// either is all zeros.
+float similarity(std::span<const float> a, std::span<const float> b);
+
 class SemanticIndex {
  public:
   // The most dims whose int32 dot products cannot overflow (127 * 127 each).

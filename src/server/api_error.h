@@ -1,6 +1,7 @@
 #pragma once
 // Errors the API answers with, as OpenAI shapes them:
 //   {"error": {"message": ..., "type": ..., "param": ..., "code": ...}}
+#include <chrono>
 #include <stdexcept>
 #include <string>
 
@@ -23,5 +24,9 @@ struct ApiError : std::runtime_error {
 std::string error_body(const ApiError& e);
 // The error type OpenAI uses for an HTTP status.
 const char* error_type_for(int status);
+
+// A request's --timeout ran out (504), or the server's drain did (503).
+ApiError timeout_error(std::chrono::milliseconds timeout);
+ApiError drain_timeout_error();
 
 }  // namespace llmserve::server

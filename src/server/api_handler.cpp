@@ -67,6 +67,8 @@ ApiError with_retry(ApiError e, int seconds) {
   return e;
 }
 
+ApiError shutting_down() { return with_retry(ApiError(503, "the server is shutting down", "service_unavailable_error"), 5); }
+
 // 401 for a request without the key it needs (`what`: "API key", ...) or with a wrong one.
 ApiError unauthorized(const std::string* authorization, const std::string& what) {
   return ApiError(401, authorization ? "incorrect " + what + " provided" : "missing " + what + ": send 'Authorization: Bearer KEY'",
@@ -274,7 +276,7 @@ void ApiHandler::authorize(const HttpRequest& req, std::string& client) const {
 }
 
 std::string ApiHandler::admit_client(Call& call) {
-  if (draining_) throw with_retry(ApiError(503, "the server is shutting down", "service_unavailable_error"), 5);
+  if (draining_) throw shutting_down();
   std::string client;
   authorize(call.req, client);
   const RateDecision rate = limiter_.admit(client);
@@ -339,20 +341,25 @@ void ApiHandler::generate(Endpoint endpoint, Call& call) {
 // its slot of the small model's queue (released at the choice, or when the
 // request ends any other way).
 struct ApiHandler::Routed {
-  HttpRequest req;  // without the body
-  std::weak_ptr<Exchange> ex;
-  std::string id, tenant;
-  Clock::time_point received;
-  std::atomic<int>* slot = nullptr;
+  Routed(const Call& call, std::string tenant, std::atomic<int>* slot)
+      : req(without_body(call.req)), ex(call.ex), id(call.id), tenant(std::move(tenant)), received(call.received), slot(slot) {}
+  Routed(const Routed&) = delete;  // the slot is given back once
+  Routed& operator=(const Routed&) = delete;
+  ~Routed() { release(); }
   void release() {
     if (slot) slot->fetch_sub(1);
     slot = nullptr;
   }
-  ~Routed() { release(); }
+
+  HttpRequest req;  // without the body
+  std::weak_ptr<Exchange> ex;
+  std::string id, tenant;
+  Clock::time_point received;
+  std::atomic<int>* slot;
 };
 
 // A request for the router's name is looked up in the cache under that name
-// (keyed by the small model's reading of its prompt) and, on a miss, routed.
+// (keyed by its own prompt or messages) and, on a miss, routed.
 void ApiHandler::generate_routed(GenerationPlan plan, const std::string& tenant, Call& call) {
   const GenerationRequest& r = plan.request;
   if (r.prompt_is_tokens)
@@ -370,17 +377,17 @@ void ApiHandler::generate_routed(GenerationPlan plan, const std::string& tenant,
   plan.request_id = call.id;
   plan.headers = call.headers;
   reserve_queue(small, 1);
-  auto routed = std::make_shared<Routed>(without_body(call.req), call.ex, call.id, tenant, call.received, &small.in_flight);
+  auto routed = std::make_shared<Routed>(call, tenant, &small.in_flight);
   bound_wait(call);
   const std::string scope = r.model;
   cache_->answer_routed(scope, small, tenant, call.req, std::move(plan), call.ex,
-                        [this, routed](GenerationPlan p, std::shared_ptr<Exchange> ex) { route(routed, std::move(p), ex); });
+                        [this, routed](GenerationPlan p, std::shared_ptr<Exchange> ex) { choose_model(routed, std::move(p), ex); });
 }
 
 // On a cache miss (maybe later, on the strand): the small model reads the
 // prompt, then the chosen model generates, its answer stored under the
 // router's key.
-void ApiHandler::route(std::shared_ptr<Routed> routed, GenerationPlan p, const std::shared_ptr<Exchange>& ex) {
+void ApiHandler::choose_model(std::shared_ptr<Routed> routed, GenerationPlan p, const std::shared_ptr<Exchange>& ex) {
   auto plan = std::make_shared<GenerationPlan>(std::move(p));
   Call call{routed->req, ex, routed->id, plan->headers, routed->received};
   answering_errors(call, [&] {
@@ -391,7 +398,7 @@ void ApiHandler::route(std::shared_ptr<Routed> routed, GenerationPlan p, const s
       Call c{routed->req, ex, routed->id, std::move(plan->headers), routed->received};
       c.headers.emplace_back("x-llmserve-route", model.name);
       answering_errors(c, [&] {
-        if (draining_) throw with_retry(ApiError(503, "the server is shutting down", "service_unavailable_error"), 5);
+        if (draining_) throw shutting_down();
         generate_with(model, std::move(*plan), routed->tenant, c, false);
       });
     });
@@ -410,15 +417,10 @@ void ApiHandler::bound_wait(Call& call) {
     Call c{req, ex, id, headers, Clock::now()};
     answering_errors(c, [&] { throw e; });
   };
-  const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - call.received);
   if (config_.request_timeout.count() > 0)
-    call.ex->after(std::max(std::chrono::milliseconds(0), config_.request_timeout - waited),
-                   [answer, seconds = config_.request_timeout.count() / 1e3] {
-      answer(ApiError(504, fmt::format("the request timed out after {:g} s", seconds), error_type_for(504), {}, "timeout"));
-    });
-  call.ex->on_server_stop([answer] {
-    answer(ApiError(503, "the server stopped before this request finished (drain timeout)", error_type_for(503), {}, "drain_timeout"));
-  });
+    call.ex->after(time_left(config_.request_timeout, call.received),
+                   [answer, timeout = config_.request_timeout] { answer(timeout_error(timeout)); });
+  call.ex->on_server_stop([answer] { answer(drain_timeout_error()); });
 }
 
 void ApiHandler::generate_with(ServedModel& model, GenerationPlan plan, const std::string& tenant, Call& call, bool cached) {

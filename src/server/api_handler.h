@@ -83,7 +83,7 @@ class ApiHandler {
   void generate(Endpoint endpoint, Call& call);
   struct Routed;
   void generate_routed(GenerationPlan plan, const std::string& tenant, Call& call);  // "model": the router's name
-  void route(std::shared_ptr<Routed> routed, GenerationPlan plan, const std::shared_ptr<Exchange>& ex);
+  void choose_model(std::shared_ptr<Routed> routed, GenerationPlan plan, const std::shared_ptr<Exchange>& ex);
   // The rest of generate() once the request's model is known; `cached`:
   // through the response cache (a routed request went through it already).
   void generate_with(ServedModel& model, GenerationPlan plan, const std::string& tenant, Call& call, bool cached);

@@ -74,11 +74,20 @@ struct CacheFront::Pending {
   size_t scored_prompt_tokens = 0;  // a verified semantic hit's: the prompt as the answer's model reads it
   Clock::time_point started = Clock::now();
 
+  bool slots_held = true;
+
   bool routed() const { return scope != model.name; }
-  // The request's queue slots, when it will not generate (a routed request's
-  // are the router's to release).
+  // The request's queue slots go back unless a Generation took them (a
+  // routed request's are the router's to release), however the lookup ends.
   void release_slots() {
-    if (!routed()) model.in_flight.fetch_sub(plan.request.n);
+    if (slots_held && !routed()) model.in_flight.fetch_sub(plan.request.n);
+    slots_held = false;
+  }
+  ~Pending() { release_slots(); }
+  // The plan, with the slots, goes to `generate`.
+  void hand_off(std::shared_ptr<Exchange> exchange) {
+    slots_held = false;
+    generate(std::move(plan), std::move(exchange));
   }
 };
 
@@ -124,14 +133,17 @@ void CacheFront::answer_routed(const std::string& scope, ServedModel& small, con
 void CacheFront::lookup(std::shared_ptr<Pending> p, const std::string& tenant, const HttpRequest& req) {
   GenerationPlan& plan = p->plan;
   const GenerationRequest& r = plan.request;
-  if (!enabled()) return p->generate(std::move(plan), p->ex.lock());
+  if (!enabled()) return p->hand_off(p->ex.lock());
   const bool deterministic = r.sampling.temperature == 0 || r.seed_given;
   if (!r.cache || no_store(req) || !deterministic || r.top_logprobs >= 0) {
     plan.headers.emplace_back("x-llmserve-cache", "bypass");
-    return p->generate(std::move(plan), p->ex.lock());
+    return p->hand_off(p->ex.lock());
   }
   p->key = key_of(tenant, p->scope, plan);
-  if (p->routed()) p->key.input = r.endpoint == Endpoint::Chat ? r.messages.dump() : r.prompt_text;
+  if (p->routed()) {  // another model may answer: the key is the request's own input, not one model's reading of it
+    p->key.prompt_tokens.clear();
+    p->key.input = r.endpoint == Endpoint::Chat ? nlohmann::json::parse(r.messages.dump()).dump() : r.prompt_text;  // keys sorted
+  }
   ++cache_metrics_.exact_queries;
   if (const gateway::CacheLookup exact = cache_.lookup(p->key); exact.hit) return serve_hit(*p, *exact.hit);
   if (settings_.mode != CacheMode::Semantic) return miss(*p);
@@ -167,7 +179,14 @@ void CacheFront::embed_with_model(std::shared_ptr<Pending> p) {
 
 void CacheFront::lookup_semantic(std::shared_ptr<Pending> p, std::vector<float> embedding) {
   p->embedding = std::move(embedding);
-  const gateway::CacheLookup found = cache_.lookup(p->key, p->embedding);
+  gateway::CacheLookup found;
+  try {
+    found = cache_.lookup(p->key, p->embedding);
+  } catch (const Error& e) {  // an embedding the index cannot take (a model's, not finite)
+    spdlog::warn("{}; semantic layer skipped", e.what());
+    p->embedding.clear();
+    return miss(*p);
+  }
   if (!found.hit) return miss(*p);
   if (found.hit->layer == gateway::CacheLayer::Exact || !settings_.verify) return serve_hit(*p, *found.hit);
   verify(std::move(p), *found.hit);
@@ -258,14 +277,14 @@ void CacheFront::serve_hit(Pending& p, const gateway::CacheHit& hit) {
 }
 
 void CacheFront::miss(Pending& p) {
-  cache_metrics_.lookup_seconds.observe(std::chrono::duration<double>(Clock::now() - p.started).count());
   const auto ex = p.ex.lock();
   if (!ex || ex->answered()) return p.release_slots();
+  cache_metrics_.lookup_seconds.observe(std::chrono::duration<double>(Clock::now() - p.started).count());
   p.plan.headers.emplace_back("x-llmserve-cache", "miss");
   p.plan.store = [this, key = p.key, embedding = p.embedding](gateway::CachedAnswer a) {
     cache_.insert(key, embedding, std::move(a), settings_.ttl);
   };
-  p.generate(std::move(p.plan), ex);
+  p.hand_off(ex);
 }
 
 size_t CacheFront::clear() {

@@ -66,10 +66,12 @@ class CacheFront {
   void answer(ServedModel& model, const std::string& tenant, const HttpRequest& req, GenerationPlan plan,
               std::shared_ptr<Exchange> ex, Generate generate);
   // The same for a request named for the router (`scope`), before it is
-  // routed: cached in that namespace, keyed by the small model's reading of
-  // the prompt (plan.prompt; plan.max_new_tokens is the request's
-  // max_tokens). A hit is replayed as the model that wrote it, which also
-  // verifies it; a miss calls `route`. It holds no queue slots of its own.
+  // routed: cached in that namespace, keyed by the request's own prompt or
+  // messages (the small model's rendering is what the semantic layer
+  // embeds; plan.max_new_tokens is the request's max_tokens). A hit is
+  // replayed as the model that wrote it, which verifies a semantic hit
+  // (unless verification is off); a miss calls `route`. It holds no queue
+  // slots of its own.
   void answer_routed(const std::string& scope, ServedModel& small, const std::string& tenant, const HttpRequest& req,
                      GenerationPlan plan, std::shared_ptr<Exchange> ex, Generate route);
 

@@ -42,14 +42,12 @@ void Embedding::start() {
     self->ctx_.metrics.count_http_status(499);
     self->log_line(499, "client disconnected");
   });
-  exchange_->on_server_stop([self = shared_from_this()] {
-    self->fail(503, "the server stopped before this request finished (drain timeout)", "drain_timeout");
-  });
+  exchange_->on_server_stop([self = shared_from_this()] { self->fail(drain_timeout_error()); });
   if (plan_.timeout.count() > 0)
     exchange_->after(plan_.timeout, [w = weak_from_this()] {
       if (auto s = w.lock()) {
         s->ctx_.metrics.count_rejection("timeout");
-        s->fail(504, fmt::format("the request timed out after {:g} s", s->plan_.timeout.count() / 1e3), "timeout");
+        s->fail(timeout_error(s->plan_.timeout));
       }
     });
   if (done_) {  // the client left before the start: compute nothing

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "server/api_error.h"
 #include "server/http_server.h"
 #include "server/metrics.h"
 #include "server/openai_embedding.h"
@@ -50,6 +51,7 @@ class Embedding : public std::enable_shared_from_this<Embedding> {
  private:
   void take(size_t index, const engine::RequestOutput& out);
   void fail(int status, const std::string& message, const char* code);
+  void fail(const ApiError& e) { fail(e.status, e.what(), e.code.c_str()); }
   void cancel_unfinished();
   void log_line(int status, std::string_view outcome) const;
 

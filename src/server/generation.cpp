@@ -133,22 +133,18 @@ void Generation::start() {
   inbox_->exchange = exchange_;
   inbox_->generation = weak_from_this();
   exchange_->on_close([self = shared_from_this()] { self->abort("client disconnected"); });
-  exchange_->on_server_stop([self = shared_from_this()] {
-    self->fail(503, "the server stopped before this request finished (drain timeout)", "drain_timeout");
-  });
+  exchange_->on_server_stop([self = shared_from_this()] { self->fail(drain_timeout_error()); });
   if (done_) {  // gone already: nothing was submitted
     ctx_.model.in_flight.fetch_sub(static_cast<int>(n));
     return;
   }
-  if (plan_.timeout.count() > 0) {
-    const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(started_ - plan_.received);  // cache, router
-    exchange_->after(std::max(std::chrono::milliseconds(0), plan_.timeout - waited), [w = weak_from_this()] {
+  if (plan_.timeout.count() > 0)
+    exchange_->after(time_left(plan_.timeout, plan_.received), [w = weak_from_this()] {  // the cache, the router took some
       if (auto s = w.lock()) {
         s->ctx_.metrics.count_rejection("timeout");
-        s->fail(504, fmt::format("the request timed out after {:g} s", s->plan_.timeout.count() / 1e3), "timeout");
+        s->fail(timeout_error(s->plan_.timeout));
       }
     });
-  }
 
   uint64_t seed = plan_.request.sampling.seed;
   if (!plan_.request.seed_given) seed = std::random_device{}() * 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(Clock::now().time_since_epoch().count());

@@ -7,6 +7,7 @@
 // post a drain to the exchange's strand (never waiting on anything but a
 // short mutex); everything else runs on that strand. A client that goes
 // away, or the per-request timeout, cancels the engine requests.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "server/api_error.h"
 #include "gateway/cached_answer.h"
 #include "server/http_server.h"
 #include "server/metrics.h"
@@ -49,6 +51,12 @@ struct GenerationPlan {
   std::function<void(gateway::CachedAnswer)> store;
 };
 
+// What is left of `timeout` counted from `received` (at least 0).
+inline std::chrono::milliseconds time_left(std::chrono::milliseconds timeout, std::chrono::steady_clock::time_point received) {
+  const auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - received);
+  return std::max(std::chrono::milliseconds(0), timeout - spent);
+}
+
 class Generation : public std::enable_shared_from_this<Generation> {
  public:
   Generation(GenerationContext ctx, GenerationPlan plan, std::shared_ptr<Exchange> exchange);
@@ -69,6 +77,7 @@ class Generation : public std::enable_shared_from_this<Generation> {
   void complete();
   gateway::CachedAnswer answer() const;
   void fail(int status, const std::string& message, const char* code);
+  void fail(const ApiError& e) { fail(e.status, e.what(), e.code.c_str()); }
   void abort(const char* why);
   Usage usage() const;
   void log_line(int status, std::string_view outcome) const;

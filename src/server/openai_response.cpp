@@ -1,5 +1,7 @@
 #include "server/openai_response.h"
 
+#include <cstdio>
+
 #include "server/api_error.h"
 
 namespace llmserve::server {
@@ -69,6 +71,16 @@ const char* error_type_for(int status) {
     case 503: return "service_unavailable_error";
     default: return status >= 500 ? "server_error" : "invalid_request_error";
   }
+}
+
+ApiError timeout_error(std::chrono::milliseconds timeout) {
+  char seconds[32];
+  std::snprintf(seconds, sizeof seconds, "%g", timeout.count() / 1e3);
+  return ApiError(504, std::string("the request timed out after ") + seconds + " s", error_type_for(504), {}, "timeout");
+}
+
+ApiError drain_timeout_error() {
+  return ApiError(503, "the server stopped before this request finished (drain timeout)", error_type_for(503), {}, "drain_timeout");
 }
 
 std::string error_body(const ApiError& e) {

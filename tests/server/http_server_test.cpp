@@ -41,6 +41,21 @@ class HttpServerTest : public ::testing::Test {
   std::unique_ptr<HttpServer> server_;
 };
 
+// A later after() replaces an earlier one even when that one's time is up
+// and its handler already waits for the strand (the server has 2 threads).
+TEST_F(HttpServerTest, ALaterTimerReplacesAnExpiredOne) {
+  std::atomic<bool> stale_ran = false;
+  start({}, [&](HttpRequest, std::shared_ptr<Exchange> ex) {
+    ex->after(std::chrono::milliseconds(0), [&] { stale_ran = true; });
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the timer expires while the strand is busy
+    ex->after(std::chrono::milliseconds(20), [ex] { ex->respond({200, "text/plain", "answered", {}}); });
+  });
+  RawClient c(server_->port());
+  c.send(raw_request("/"));
+  EXPECT_EQ(body_of(c.read_all()), "answered");
+  EXPECT_FALSE(stale_ran);
+}
+
 // A client that sends its request and then shutdown(SHUT_WR)s still reads
 // the answer, even one that comes after the server has seen the EOF.
 TEST_F(HttpServerTest, HalfClosedClientGetsItsAnswer) {

@@ -163,24 +163,32 @@ class EngineGate {
     engine::RequestParams p;
     p.prompt = {1, 2, 3};
     p.max_new_tokens = 1;
-    engine.submit(std::move(p), [this](const engine::RequestOutput&) {
-      std::unique_lock lock(mu_);
-      if (!entered_.exchange(true)) cv_.wait(lock, [&] { return released_; });
+    engine.submit(std::move(p), [s = state_](const engine::RequestOutput&) {  // may outlive the gate
+      std::unique_lock lock(s->mu);
+      if (!s->entered) {
+        s->entered = true;
+        s->cv.notify_all();
+        s->cv.wait(lock, [&] { return s->released; });
+      }
     });
-    while (!entered_) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    std::unique_lock lock(state_->mu);
+    if (!state_->cv.wait_for(lock, std::chrono::seconds(20), [&] { return state_->entered; }))
+      throw std::runtime_error("the engine never ran the gate's request");
   }
   ~EngineGate() { release(); }
   void release() {
-    std::lock_guard lock(mu_);
-    released_ = true;
-    cv_.notify_all();
+    std::lock_guard lock(state_->mu);
+    state_->released = true;
+    state_->cv.notify_all();
   }
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::atomic<bool> entered_{false};
-  bool released_ = false;
+  struct State {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool entered = false, released = false;
+  };
+  std::shared_ptr<State> state_ = std::make_shared<State>();
 };
 
 TEST_F(RouterServerTest, TheRequestTimeoutEndsTheWaitForTheRouting) {
@@ -206,7 +214,10 @@ TEST_F(RouterServerTest, ADrainTimeoutEndsTheWaitForTheRouting) {
   start_routed(small, large, 0.5);
   EngineGate gate(server_->engine());
   auto answer = std::async(std::launch::async, [&] { return post("/v1/completions", greedy("Once upon a time")); });
-  while (server_->api().in_flight() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (server_->api().in_flight() == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(server_->api().in_flight(), 1);
   auto drained = std::async(std::launch::async, [&] { return server_->drain(std::chrono::milliseconds(50)); });
   const HttpResult r = answer.get();
   EXPECT_EQ(r.status, 503) << r.body;
@@ -244,9 +255,9 @@ TEST_F(RouterServerTest, TheCacheAnswersARepeatBeforeItIsRouted) {
   EXPECT_TRUE(slots_return());
 }
 
-// The key holds the request's own messages: two chats the small model's
-// template renders alike (it ignores a message's name) may read otherwise
-// to the model that answers.
+// The key holds the request's own messages (their fields in any order):
+// two chats the small model's template renders alike (it ignores a
+// message's name) may read otherwise to the model that answers.
 TEST_F(RouterServerTest, RoutedChatsThatDifferOnlyWhereTheSmallTemplateIsBlindAreDifferentKeys) {
   REQUIRE_MODEL(small, "stories260K.gguf");
   REQUIRE_MODEL(large, "TinyStories-656K.f16.gguf");
@@ -266,6 +277,9 @@ TEST_F(RouterServerTest, RoutedChatsThatDifferOnlyWhereTheSmallTemplateIsBlindAr
   const HttpResult again = post("/v1/chat/completions", chat("ann"));
   EXPECT_EQ(header(again, "x-llmserve-cache"), "exact");
   EXPECT_EQ(header(again, "x-llmserve-route"), "small");
+  Json reordered = chat("ann");  // the same message, its fields in another order
+  reordered["messages"] = Json::array({{{"name", "ann"}, {"content", "Hi"}, {"role", "user"}}});
+  EXPECT_EQ(header(post("/v1/chat/completions", reordered), "x-llmserve-cache"), "exact");
   EXPECT_TRUE(slots_return());
 }
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/ops.h"
+
 namespace llmserve::gateway {
 
 namespace {
@@ -11,8 +13,7 @@ constexpr double kMaxCode = 127;
 
 // Writes `v` scaled so its largest |value| is 127 and rounded to out[0,
 // v.size()), left as is for an all-zero `v`; returns 1 / |codes|, or 0.
-template <typename Code>
-double quantize(std::span<const float> v, Code* out) {
+double quantize(std::span<const float> v, int8_t* out) {
   float max_abs = 0;
   for (const float x : v) max_abs = std::max(max_abs, std::abs(x));
   if (max_abs == 0) return 0;
@@ -20,20 +21,12 @@ double quantize(std::span<const float> v, Code* out) {
   int64_t norm2 = 0;
   for (size_t i = 0; i < v.size(); ++i) {
     const long code = std::lround(v[i] * scale);
-    out[i] = static_cast<Code>(code);
+    out[i] = static_cast<int8_t>(code);
     norm2 += code * code;
   }
   return 1 / std::sqrt(static_cast<double>(norm2));
 }
 
-// The query's codes are int16, so that GCC at -O3 (the Release build)
-// vectorizes this for baseline x86-64 as pmaddwd on the row's codes widened
-// to 16 bits; its int32 sums cannot overflow within kMaxDims.
-int32_t dot_codes(const int8_t* row, const int16_t* query, size_t n) {
-  int32_t sum = 0;
-  for (size_t i = 0; i < n; ++i) sum += int32_t{row[i]} * query[i];
-  return sum;
-}
 
 }  // namespace
 
@@ -86,14 +79,13 @@ std::optional<uint64_t> SemanticIndex::remove(size_t row) {
 }
 
 float similarity(std::span<const float> a, std::span<const float> b) {
-  std::vector<int8_t> row(a.size(), 0);
-  std::vector<int16_t> query(b.size(), 0);
+  std::vector<int8_t> row(a.size(), 0), query(b.size(), 0);
   const double inv_norms = quantize(a, row.data()) * quantize(b, query.data());
-  return static_cast<float>(dot_codes(row.data(), query.data(), row.size()) * inv_norms);
+  return static_cast<float>(kernels::dot_i8(row.data(), query.data(), static_cast<int64_t>(row.size())) * inv_norms);
 }
 
 SemanticIndex::Nearest SemanticIndex::nearest(std::span<const float> query, float tau, TimePoint now) const {
-  std::vector<int16_t> codes(dims_, 0);
+  std::vector<int8_t> codes(dims_, 0);
   const double inv_query_norm = quantize(query, codes.data());
   Nearest result;
   for (size_t row = 0; row < ids_.size(); ++row) {
@@ -102,7 +94,7 @@ SemanticIndex::Nearest SemanticIndex::nearest(std::span<const float> query, floa
       continue;
     }
     // In double, so identical codes give exactly 1 once rounded to float.
-    const auto sim = static_cast<float>(dot_codes(codes_.data() + row * dims_, codes.data(), dims_) *
+    const auto sim = static_cast<float>(kernels::dot_i8(codes_.data() + row * dims_, codes.data(), static_cast<int64_t>(dims_)) *
                                         inv_norms_[row] * inv_query_norm);
     if (sim < tau || (result.match && sim <= result.match->similarity)) continue;
     result.match = Match{ids_[row], sim};

@@ -47,6 +47,8 @@ void add(const float* a, const float* b, int64_t n, float* out) { ops().add(a, b
 
 void to_f16(const float* x, int64_t n, uint16_t* out) { ops().to_f16(x, n, out); }
 
+int32_t dot_i8(const int8_t* a, const int8_t* b, int64_t n) { return ops().dot_i8(a, b, n); }
+
 namespace reference {
 
 void rmsnorm(const float* x, const float* weight, float eps, int64_t dim, int64_t n_rows, float* y) {

@@ -31,6 +31,10 @@ void add(const float* a, const float* b, int64_t n, float* out);
 // bit for bit what gguf's F16 quantize_row gives for every non-NaN value.
 void to_f16(const float* x, int64_t n, uint16_t* out);
 
+// sum a[i] * b[i] over n int8 pairs, each value in [-127, 127] and n at most
+// 2^17 (the sum then fits an int32): the response cache's similarity scan.
+int32_t dot_i8(const int8_t* a, const int8_t* b, int64_t n);
+
 namespace reference {
 void rmsnorm(const float* x, const float* weight, float eps, int64_t dim, int64_t n_rows, float* y);
 void softmax(float* x, int64_t n);

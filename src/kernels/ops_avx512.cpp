@@ -4,6 +4,6 @@
 
 namespace llmserve::kernels::avx512 {
 
-const OpsKernels kOpsKernels = ops_impl::ops_table<VF>();
+const OpsKernels kOpsKernels = ops_impl::ops_table<VF>(avx2::dot_i8);  // AVX-512 has no byte sign instruction
 
 }  // namespace llmserve::kernels::avx512

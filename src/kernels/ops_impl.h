@@ -81,8 +81,8 @@ void to_f16(const float* x, int64_t n, uint16_t* out) {
 }
 
 template <class VF>
-constexpr OpsKernels ops_table() {
-  return {rmsnorm<VF>, max_value<VF>, softmax<VF>, silu_mul<VF>, add<VF>, to_f16<VF>};
+constexpr OpsKernels ops_table(int32_t (*dot_i8)(const int8_t*, const int8_t*, int64_t)) {
+  return {rmsnorm<VF>, max_value<VF>, softmax<VF>, silu_mul<VF>, add<VF>, to_f16<VF>, dot_i8};
 }
 
 }  // namespace llmserve::kernels::ops_impl

@@ -4,6 +4,16 @@
 
 namespace llmserve::kernels::scalar {
 
-const OpsKernels kOpsKernels = ops_impl::ops_table<VF>();
+namespace {
+
+int32_t dot_i8(const int8_t* a, const int8_t* b, int64_t n) {
+  int32_t sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += int32_t{a[i]} * b[i];
+  return sum;
+}
+
+}  // namespace
+
+const OpsKernels kOpsKernels = ops_impl::ops_table<VF>(dot_i8);
 
 }  // namespace llmserve::kernels::scalar

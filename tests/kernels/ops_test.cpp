@@ -137,6 +137,29 @@ TEST_P(OpsTest, ToF16) {
   EXPECT_TRUE(std::isnan(f16_to_f32(h)));
 }
 
+// Exact: integer sums, over lengths around the vector width, values at the
+// ends of the range, and the longest allowed row of +-127 (the int32 bound).
+TEST_P(OpsTest, DotI8) {
+  IsaGuard guard(GetParam());
+  std::mt19937 rng(6);
+  std::uniform_int_distribution<int> code(-127, 127);
+  auto expected = [](const std::vector<int8_t>& a, const std::vector<int8_t>& b, int64_t n) {
+    int64_t sum = 0;
+    for (int64_t i = 0; i < n; ++i) sum += int64_t{a[i]} * b[i];
+    return sum;
+  };
+  for (int64_t n : {0, 1, 31, 32, 33, 63, 64, 65, 100, 1024, 4096, 4099}) {
+    std::vector<int8_t> a(n), b(n);
+    for (int64_t i = 0; i < n; ++i) a[i] = static_cast<int8_t>(code(rng)), b[i] = static_cast<int8_t>(code(rng));
+    ASSERT_EQ(dot_i8(a.data(), b.data(), n), expected(a, b, n)) << n;
+  }
+  const int64_t longest = int64_t{1} << 17;
+  std::vector<int8_t> a(longest, 127), b(longest, 127);
+  EXPECT_EQ(dot_i8(a.data(), b.data(), longest), expected(a, b, longest));
+  std::fill(b.begin(), b.end(), -127);
+  EXPECT_EQ(dot_i8(a.data(), b.data(), longest), expected(a, b, longest));
+}
+
 INSTANTIATE_TEST_SUITE_P(Isas, OpsTest, ::testing::ValuesIn(llmserve::testing::runnable_isas()),
                          [](const auto& info) { return std::string(isa_name(info.param)); });
 

@@ -27,7 +27,6 @@ double quantize(std::span<const float> v, int8_t* out) {
   return 1 / std::sqrt(static_cast<double>(norm2));
 }
 
-
 }  // namespace
 
 float dot(const float* a, const float* b, size_t n) {

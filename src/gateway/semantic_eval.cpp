@@ -35,12 +35,6 @@ std::string text_field(const nlohmann::json& line, const char* name, const std::
   return it->get<std::string>();
 }
 
-// The similarity the cache compares with tau.
-double cache_similarity(const std::vector<float>& a, const std::vector<float>& b) {
-  if (a.size() != b.size()) throw Error("embedder: vectors of different lengths for one pair");
-  return similarity(a, b);
-}
-
 }  // namespace
 
 std::vector<LabeledPair> read_pairs(const std::string& path) {
@@ -65,7 +59,7 @@ std::vector<KindResult> evaluate(const Embedder& embedder, const std::vector<Lab
     double sum = 0;
     for (const LabeledPair& p : pairs) {
       if (p.kind != kind) continue;
-      const double sim = cache_similarity(embedder.embed(p.a), embedder.embed(p.b));
+      const double sim = similarity(embedder.embed(p.a), embedder.embed(p.b));  // what the cache compares with tau
       r.min_similarity = r.pairs ? std::min(r.min_similarity, sim) : sim;
       r.max_similarity = r.pairs ? std::max(r.max_similarity, sim) : sim;
       sum += sim;

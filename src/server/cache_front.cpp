@@ -178,6 +178,7 @@ void CacheFront::embed_with_model(std::shared_ptr<Pending> p) {
 }
 
 void CacheFront::lookup_semantic(std::shared_ptr<Pending> p, std::vector<float> embedding) {
+  if (const auto ex = p->ex.lock(); !ex || ex->answered()) return;  // answered meanwhile (timeout, drain): no verification
   p->embedding = std::move(embedding);
   gateway::CacheLookup found;
   try {

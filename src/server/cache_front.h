@@ -6,7 +6,8 @@
 // A request is cached only when the cache is on, the request is
 // deterministic (temperature 0 or a seed), asks for no logprobs and did not
 // opt out ("cache": false, or `Cache-Control: no-store`). Its key is the
-// canonical request after templating (gateway/cache_key.h), per API key.
+// canonical request after templating (gateway/cache_key.h; a routed
+// request's holds its own prompt or messages instead), per API key.
 // On a miss of the exact layer, the semantic layer (when on) looks for the
 // nearest prompt embedding (the n-gram embedder's, or a served model's
 // through an engine embedding request); a semantic hit is verified before it

@@ -15,6 +15,8 @@
 #include <thread>
 #include <unordered_map>
 
+#include <spdlog/spdlog.h>
+
 #include "core/error.h"
 
 namespace llmserve::server {
@@ -590,7 +592,19 @@ void HttpServer::start() {
   Impl& s = *impl_;
   s.work.emplace(s.ioc.get_executor());
   s.accept();
-  for (int i = 0; i < s.config.threads; ++i) s.threads.emplace_back([&s] { s.ioc.run(); });
+  // A handler that throws must not end the process: the exception is logged
+  // and the thread serves on (that request's timeout or its client ends it).
+  for (int i = 0; i < s.config.threads; ++i)
+    s.threads.emplace_back([&s] {
+      for (;;) {
+        try {
+          s.ioc.run();
+          return;
+        } catch (const std::exception& e) {
+          spdlog::error("HTTP: a handler failed: {}", e.what());
+        }
+      }
+    });
 }
 
 void HttpServer::stop_accepting() {

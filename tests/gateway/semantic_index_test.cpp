@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "gateway/ngram_embedder.h"
 #include "gateway/semantic_eval.h"
 #include "gateway/semantic_index.h"
@@ -133,6 +134,17 @@ TEST(SemanticIndex, SimilarityIsTheCosineWithinATolerance) {
   for (size_t i = 0; i < a.size(); ++i)
     for (const std::vector<float>& other : {b[i], b[(i + 1) % b.size()]})  // its pair's prompt and another
       EXPECT_NEAR(indexed_similarity(a[i], other), cosine(a[i], other), kTolerance) << i;
+}
+
+// The similarity an evaluation reports is the one the index compares.
+TEST(SemanticIndex, SimilarityIsTheIndexsAndRefusesWhatTheIndexCannotTake) {
+  std::mt19937 rng(4);
+  const std::vector<float> a = random_unit(rng, 64), b = mix(a, random_unit(rng, 64), 0.5f);
+  EXPECT_EQ(llmserve::gateway::similarity(a, b), indexed_similarity(a, b));
+  std::vector<float> nan = b;
+  nan[3] = NAN;
+  EXPECT_THROW(llmserve::gateway::similarity(a, nan), llmserve::Error);
+  EXPECT_THROW(llmserve::gateway::similarity(a, random_unit(rng, 65)), llmserve::Error);
 }
 
 TEST(SemanticIndex, IdenticalDirectionsAreExactlySimilar) {

@@ -172,8 +172,10 @@ class EngineGate {
       }
     });
     std::unique_lock lock(state_->mu);
-    if (!state_->cv.wait_for(lock, std::chrono::seconds(20), [&] { return state_->entered; }))
+    if (!state_->cv.wait_for(lock, std::chrono::seconds(20), [&] { return state_->entered; })) {
+      state_->released = true;  // should it enter later, it passes
       throw std::runtime_error("the engine never ran the gate's request");
+    }
   }
   ~EngineGate() { release(); }
   void release() {

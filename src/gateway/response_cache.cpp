@@ -1,6 +1,6 @@
 #include "gateway/response_cache.h"
 
-#include <cmath>
+#include <algorithm>
 #include <mutex>
 #include <utility>
 #include <vector>
@@ -12,17 +12,9 @@ namespace llmserve::gateway {
 namespace {
 
 // `v`, or empty when it has no direction to compare (empty or all zeros).
-// A value that is not finite is an embedder's bug.
 std::span<const float> comparable(std::span<const float> v) {
-  if (v.size() > SemanticIndex::kMaxDims)
-    throw Error("cache: the prompt embedding has " + std::to_string(v.size()) + " values; at most " +
-                std::to_string(SemanticIndex::kMaxDims) + " are supported");
-  bool nonzero = false;
-  for (const float x : v) {
-    if (!std::isfinite(x)) throw Error("cache: the prompt embedding has a value that is not finite");
-    nonzero = nonzero || x != 0;
-  }
-  return nonzero ? v : std::span<const float>{};
+  check_embedding(v);
+  return std::ranges::any_of(v, [](float x) { return x != 0; }) ? v : std::span<const float>{};
 }
 
 // Embeddings of different lengths come from different embedders: never compared.

@@ -78,13 +78,19 @@ std::optional<uint64_t> SemanticIndex::remove(size_t row) {
   return moved;
 }
 
+void check_embedding(std::span<const float> v) {
+  if (v.size() > SemanticIndex::kMaxDims)
+    throw Error("cache: the prompt embedding has " + std::to_string(v.size()) + " values; at most " +
+                std::to_string(SemanticIndex::kMaxDims) + " are supported");
+  if (!std::ranges::all_of(v, [](float x) { return std::isfinite(x); }))  // an embedder's bug
+    throw Error("cache: the prompt embedding has a value that is not finite");
+}
+
 float similarity(std::span<const float> a, std::span<const float> b) {
   if (a.size() != b.size())
     throw Error("embeddings of different lengths (" + std::to_string(a.size()) + ", " + std::to_string(b.size()) + ")");
-  if (a.size() > SemanticIndex::kMaxDims)
-    throw Error("embeddings of " + std::to_string(a.size()) + " values; at most " + std::to_string(SemanticIndex::kMaxDims));
-  for (const std::span<const float> v : {a, b})
-    if (!std::ranges::all_of(v, [](float x) { return std::isfinite(x); })) throw Error("an embedding has a value that is not finite");
+  check_embedding(a);
+  check_embedding(b);
   std::vector<int8_t> row(a.size(), 0), query(b.size(), 0);
   const double inv_norms = quantize(a, row.data()) * quantize(b, query.data());
   return static_cast<float>(kernels::dot_i8(row.data(), query.data(), static_cast<int64_t>(row.size())) * inv_norms);

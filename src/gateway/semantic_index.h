@@ -19,9 +19,13 @@ using TimePoint = std::chrono::steady_clock::time_point;
 // Dot product of two float arrays of length n.
 float dot(const float* a, const float* b, size_t n);
 
+// Throws Error unless `embedding` can be indexed: at most
+// SemanticIndex::kMaxDims values, all finite.
+void check_embedding(std::span<const float> embedding);
+
 // What SemanticIndex compares with tau for two embeddings: the cosine of
 // their int8 codes; 0 when either is all zeros. Throws Error unless both
-// have one length, at most SemanticIndex::kMaxDims, and finite values.
+// have one length and pass check_embedding.
 float similarity(std::span<const float> a, std::span<const float> b);
 
 class SemanticIndex {

@@ -67,6 +67,13 @@ ApiError with_retry(ApiError e, int seconds) {
   return e;
 }
 
+// `prompt` as the plan's: tokens, rendered text and stop strings.
+void take_prompt(GenerationPlan& plan, TemplatedPrompt prompt) {
+  plan.prompt = std::move(prompt.tokens);
+  plan.prompt_text = std::move(prompt.text);
+  plan.stop = std::move(prompt.stop);
+}
+
 ApiError shutting_down() { return with_retry(ApiError(503, "the server is shutting down", "service_unavailable_error"), 5); }
 
 // 401 for a request without the key it needs (`what`: "API key", ...) or with a wrong one.
@@ -110,6 +117,11 @@ std::string ApiHandler::new_id(const char* prefix) {
   return id;
 }
 
+ResponseMeta ApiHandler::response_meta(Endpoint endpoint, std::string model) {
+  return {endpoint, new_id(endpoint == Endpoint::Chat ? "chatcmpl-" : "cmpl-"), static_cast<int64_t>(std::time(nullptr)),
+          std::move(model)};
+}
+
 std::string ApiHandler::request_id(const HttpRequest& req) {
   const std::string* given = req.header("x-request-id");
   return given && usable_request_id(*given) ? *given : new_id("req_");
@@ -142,13 +154,17 @@ void ApiHandler::answering_errors(Call& call, const std::function<void()>& fn) {
   try {
     fn();
   } catch (const ApiError& e) {
-    HttpResponse r{e.status, "application/json", error_body(e), {}};
-    if (e.retry_after_s > 0) r.headers.emplace_back("Retry-After", std::to_string(e.retry_after_s));
-    if (!e.allow.empty()) r.headers.emplace_back("Allow", e.allow);
-    send(call, std::move(r), e.what());
+    send_error(call, e);
   } catch (const std::exception& e) {
     send(call, {500, "application/json", error_body(ApiError(500, e.what(), "server_error")), {}}, e.what());
   }
+}
+
+void ApiHandler::send_error(Call& call, const ApiError& e) {
+  HttpResponse r{e.status, "application/json", error_body(e), {}};
+  if (e.retry_after_s > 0) r.headers.emplace_back("Retry-After", std::to_string(e.retry_after_s));
+  if (!e.allow.empty()) r.headers.emplace_back("Allow", e.allow);
+  send(call, std::move(r), e.what());
 }
 
 // A browser asks whether a page of another origin may send its request:
@@ -224,8 +240,7 @@ std::string ApiHandler::served_names() const {
 }
 
 ServedModel& ApiHandler::named_model(const std::string& name) const {
-  for (const auto& m : models_)
-    if (m->name == name) return *m;
+  if (ServedModel* m = find_model(models_, name)) return *m;
   throw ApiError(404, "The model '" + name + "' does not exist; this server serves " + served_names(), "invalid_request_error",
                  "model", "model_not_found");
 }
@@ -366,13 +381,9 @@ void ApiHandler::generate_routed(GenerationPlan plan, const std::string& tenant,
     throw ApiError(400, "model '" + r.model + "' routes text prompts only: token ids belong to one model's vocabulary",
                    "invalid_request_error", "prompt");
   ServedModel& small = router_->small();
-  TemplatedPrompt prompt = template_prompt(small, r);
-  plan.prompt = std::move(prompt.tokens);
-  plan.prompt_text = std::move(prompt.text);
-  plan.stop = std::move(prompt.stop);
+  take_prompt(plan, template_prompt(small, r));
   plan.max_new_tokens = r.max_tokens;
-  plan.meta = {r.endpoint, new_id(r.endpoint == Endpoint::Chat ? "chatcmpl-" : "cmpl-"), static_cast<int64_t>(std::time(nullptr)),
-               r.model};
+  plan.meta = response_meta(r.endpoint, r.model);
   plan.remote = call.req.remote;
   plan.request_id = call.id;
   plan.headers = call.headers;
@@ -415,7 +426,7 @@ void ApiHandler::bound_wait(Call& call) {
     if (!ex || ex->answered()) return;
     if (e.status == 504) metrics_.count_rejection("timeout");
     Call c{req, ex, id, headers, Clock::now()};
-    answering_errors(c, [&] { throw e; });
+    send_error(c, e);
   };
   if (config_.request_timeout.count() > 0)
     call.ex->after(time_left(config_.request_timeout, call.received),
@@ -427,10 +438,7 @@ void ApiHandler::generate_with(ServedModel& model, GenerationPlan plan, const st
   const HttpRequest& req = call.req;
   const Endpoint endpoint = plan.request.endpoint;
   GenerationRequest& r = plan.request;
-  TemplatedPrompt prompt = template_prompt(model, r);
-  plan.prompt = std::move(prompt.tokens);
-  plan.prompt_text = std::move(prompt.text);
-  plan.stop = std::move(prompt.stop);
+  take_prompt(plan, template_prompt(model, r));
   if (plan.prompt.empty()) throw ApiError(400, "the prompt is empty", "invalid_request_error", "prompt");
 
   const int ctx = engine_.info(model.index).max_context;
@@ -451,8 +459,7 @@ void ApiHandler::generate_with(ServedModel& model, GenerationPlan plan, const st
 
   reserve_queue(model, r.n);
 
-  if (plan.meta.id.empty())
-    plan.meta = {endpoint, new_id(endpoint == Endpoint::Chat ? "chatcmpl-" : "cmpl-"), static_cast<int64_t>(std::time(nullptr)), {}};
+  if (plan.meta.id.empty()) plan.meta = response_meta(endpoint, model.name);  // a routed request has its own
   plan.meta.model = model.name;
   plan.remote = req.remote;
   plan.request_id = call.id;

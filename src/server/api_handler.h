@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "server/api_error.h"
 #include "server/cache_front.h"
 #include "server/cors.h"
 #include "server/http_server.h"
@@ -109,7 +110,9 @@ class ApiHandler {
   Json detokenize(const Json& body) const;
   // `reason` (an error's message) goes into the log line.
   void send(Call& call, HttpResponse r, std::string_view reason = {});
+  void send_error(Call& call, const ApiError& e);
   std::string new_id(const char* prefix);
+  ResponseMeta response_meta(Endpoint endpoint, std::string model);  // a new id, created now
   std::string request_id(const HttpRequest& req);
   std::string metrics_text() const;
 

@@ -102,7 +102,7 @@ CacheFront::CacheFront(engine::Engine& engine, const std::vector<std::unique_ptr
   if (!(settings_.verify_margin >= 0))
     throw Error("cache verification margin must be at least 0 nats, not " + std::to_string(settings_.verify_margin));
   for (const auto& [name, tau] : settings_.taus)
-    if (!served(name)) throw Error("cache threshold (tau) for model '" + name + "': no such model is served");
+    if (!find_model(models_, name)) throw Error("cache threshold (tau) for model '" + name + "': no such model is served");
   if (settings_.mode != CacheMode::Semantic) return;
   for (const auto& m : models) {
     const auto it = settings_.taus.find(m->name);
@@ -110,14 +110,8 @@ CacheFront::CacheFront(engine::Engine& engine, const std::vector<std::unique_ptr
   }
   if (!router_name.empty()) cache_.set_semantic_tau(router_name, settings_.tau);
   if (settings_.embedder == "ngram") ngram_.emplace();
-  else if (!(embedder_model_ = served(settings_.embedder)))
+  else if (!(embedder_model_ = find_model(models_, settings_.embedder)))
     throw Error("cache embedder '" + settings_.embedder + "' is neither 'ngram' nor a served model");
-}
-
-ServedModel* CacheFront::served(const std::string& name) const {
-  for (const auto& m : models_)
-    if (m->name == name) return m.get();
-  return nullptr;
 }
 
 void CacheFront::answer(ServedModel& model, const std::string& tenant, const HttpRequest& req, GenerationPlan plan,
@@ -168,7 +162,7 @@ void CacheFront::embed_with_model(std::shared_ptr<Pending> p) {
     engine_.submit(std::move(params), [this, p](const engine::RequestOutput& out) {
       if (!out.finished) return;
       const auto ex = p->ex.lock();
-      if (!ex) return p->release_slots();
+      if (!ex) return;  // p's slots go back with it
       ex->post([this, p, embedding = out.embedding]() mutable { lookup_semantic(std::move(p), std::move(embedding)); });
     });
   } catch (const Error& e) {
@@ -203,7 +197,7 @@ void CacheFront::verify(std::shared_ptr<Pending> p, gateway::CacheHit hit) {
     miss(pending);
   };
   // The model that wrote the answer scores it, after the prompt as it reads it.
-  ServedModel* scorer = served(hit.answer->model);
+  ServedModel* scorer = find_model(models_, hit.answer->model);
   std::vector<int32_t> prompt;
   if (scorer == &p->model) {
     prompt = p->plan.prompt;
@@ -227,7 +221,7 @@ void CacheFront::verify(std::shared_ptr<Pending> p, gateway::CacheHit hit) {
     engine_.submit(std::move(params), [this, p, hit, reject](const engine::RequestOutput& out) {
       if (!out.finished) return;
       const auto ex = p->ex.lock();
-      if (!ex) return p->release_slots();
+      if (!ex) return;  // p's slots go back with it
       const bool scored = out.finish_reason == engine::FinishReason::Stop && out.scored_tokens > 0;
       const double mean = scored ? out.score_logprob / out.scored_tokens : 0;
       ex->post([this, p, hit, reject, scored, mean] {
@@ -248,7 +242,7 @@ void CacheFront::verify(std::shared_ptr<Pending> p, gateway::CacheHit hit) {
 size_t CacheFront::prompt_tokens(const Pending& p, const gateway::CacheHit& hit) const {
   if (hit.layer == gateway::CacheLayer::Exact) return static_cast<size_t>(hit.answer->prompt_tokens);  // the same prompt
   if (p.scored_prompt_tokens > 0) return p.scored_prompt_tokens;
-  const ServedModel* m = served(hit.answer->model);
+  const ServedModel* m = find_model(models_, hit.answer->model);
   if (!m || m == &p.model) return p.plan.prompt.size();
   try {
     return template_prompt(*m, p.plan.request).tokens.size();
@@ -258,7 +252,7 @@ size_t CacheFront::prompt_tokens(const Pending& p, const gateway::CacheHit& hit)
 }
 
 void CacheFront::serve_hit(Pending& p, const gateway::CacheHit& hit) {
-  p.release_slots();
+  p.release_slots();  // now, before the client sees the answer
   const auto ex = p.ex.lock();
   if (!ex || ex->answered()) return;
   cache_metrics_.lookup_seconds.observe(std::chrono::duration<double>(Clock::now() - p.started).count());
@@ -279,7 +273,7 @@ void CacheFront::serve_hit(Pending& p, const gateway::CacheHit& hit) {
 
 void CacheFront::miss(Pending& p) {
   const auto ex = p.ex.lock();
-  if (!ex || ex->answered()) return p.release_slots();
+  if (!ex || ex->answered()) return;  // the slots go back with p
   cache_metrics_.lookup_seconds.observe(std::chrono::duration<double>(Clock::now() - p.started).count());
   p.plan.headers.emplace_back("x-llmserve-cache", "miss");
   p.plan.store = [this, key = p.key, embedding = p.embedding](gateway::CachedAnswer a) {

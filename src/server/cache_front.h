@@ -90,8 +90,6 @@ class CacheFront {
   void miss(Pending& p);
   void embed_with_model(std::shared_ptr<Pending> p);
 
-  ServedModel* served(const std::string& name) const;
-
   engine::Engine& engine_;
   const std::vector<std::unique_ptr<ServedModel>>& models_;
   CacheSettings settings_;

@@ -12,19 +12,13 @@ std::vector<std::string> names(const std::vector<std::unique_ptr<ServedModel>>& 
   return out;
 }
 
-ServedModel* named(const std::vector<std::unique_ptr<ServedModel>>& models, const std::string& name) {
-  for (const auto& m : models)
-    if (m->name == name) return m.get();
-  return nullptr;
-}
-
 }  // namespace
 
 ModelRouter::ModelRouter(gateway::RouterConfig config, engine::Engine& engine, const std::vector<std::unique_ptr<ServedModel>>& models)
     : router_(std::move(config), names(models)),
       engine_(engine),
-      small_(named(models, router_.config().small)),
-      large_(named(models, router_.config().large)) {}
+      small_(find_model(models, router_.config().small)),
+      large_(find_model(models, router_.config().large)) {}
 
 void ModelRouter::choose(const GenerationRequest& r, std::vector<int32_t> prompt, ServerMetrics& metrics,
                          const std::shared_ptr<Exchange>& ex, std::function<void(ServedModel&)> then) {
@@ -41,7 +35,6 @@ void ModelRouter::choose(const GenerationRequest& r, std::vector<int32_t> prompt
       }
     request.turns = static_cast<int>(r.messages.size());
   }
-  request.text = text;
   request.prompt_tokens = static_cast<int>(prompt.size());
   if (prompt.empty() || request.prompt_tokens >= engine_.info(small_->index).max_context) {
     metrics.count_route(large_->name);

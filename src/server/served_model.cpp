@@ -19,6 +19,12 @@ ServedModel::ServedModel(std::string name, int index, const model::LoadedModel& 
                     token_text(tokenizer, tokenizer.eos())),
       turns(tokenizer) {}
 
+ServedModel* find_model(const std::vector<std::unique_ptr<ServedModel>>& models, const std::string& name) {
+  for (const auto& m : models)
+    if (m->name == name) return m.get();
+  return nullptr;
+}
+
 RenderedChat render_chat(const ServedModel& m, const Json& messages, bool add_generation_prompt) {
   try {
     return m.chat_template.render_prompt(messages, nullptr, add_generation_prompt, m.tokenizer.special_tokens());

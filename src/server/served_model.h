@@ -3,6 +3,7 @@
 // what its requests use of their own: tokenizer, chat template, the tokens
 // of its recent chat answers, metrics and a bounded queue.
 #include <atomic>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,9 @@ struct ServedModel {
   ModelMetrics metrics;
   std::atomic<int> in_flight{0};  // engine requests admitted and not finished
 };
+
+// The model named `name` among `models`, or nullptr.
+ServedModel* find_model(const std::vector<std::unique_ptr<ServedModel>>& models, const std::string& name);
 
 // The model's chat prompt for `messages`; throws ApiError(400) when its template fails on them.
 RenderedChat render_chat(const ServedModel& m, const Json& messages, bool add_generation_prompt);

@@ -53,6 +53,16 @@ std::string read_file(const std::string& path) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
+// `args` is refused at start-up: exit 1 and one line of output, which
+// starts with `text` (or, !at_start, holds it).
+void expect_refused(const std::string& args, const std::string& text, bool at_start = true) {
+  const Result r = run(args);
+  EXPECT_EQ(r.exit_code, 1) << args << ": " << r.out;
+  if (at_start) EXPECT_TRUE(r.out.starts_with(text)) << args << ": " << r.out;
+  else EXPECT_NE(r.out.find(text), std::string::npos) << args << ": " << r.out;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << args << ": " << r.out;
+}
+
 }  // namespace
 
 TEST(Cli, GreedyStories260KTellsTheKnownStory) {
@@ -273,12 +283,7 @@ TEST(Cli, BadFlagValuesAreOneLineNamingTheFlag) {
       {"serve --drain-timeout -1", "--drain-timeout"}, {"serve --max-queue -1", "--max-queue"},
       {"serve -t " + too_many, "--threads"}, {"generate -t " + too_many, "--threads"}, {"bench -t " + too_many, "--threads"},
       {"generate -n -1", "--n-predict"}};
-  for (const auto& [args, flag] : cases) {
-    const Result r = run(args + " -m " + temp_path("absent.gguf"));
-    EXPECT_EQ(r.exit_code, 1) << args << ": " << r.out;
-    EXPECT_TRUE(r.out.starts_with("error: " + flag + ": ")) << args << ": " << r.out;
-    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << args << ": " << r.out;
-  }
+  for (const auto& [args, flag] : cases) expect_refused(args + " -m " + temp_path("absent.gguf"), "error: " + flag + ": ");
   EXPECT_NE(run("serve -t 100000").out.find("4 per hardware thread"), std::string::npos);
 }
 
@@ -397,12 +402,7 @@ TEST(Cli, ServeRefusesBadModelFlags) {
       {"-m " + f + " -m b=" + f, "error: --model " + f + ": with several models, give each as NAME=FILE"},
       {"-m a=" + f + " --model-name x", "error: --model-name: "},
   };
-  for (const auto& [args, message] : cases) {
-    const Result r = run("serve --port 0 " + args);
-    EXPECT_EQ(r.exit_code, 1) << args << ": " << r.out;
-    EXPECT_TRUE(r.out.starts_with(message)) << args << ": " << r.out;
-    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << args << ": " << r.out;
-  }
+  for (const auto& [args, message] : cases) expect_refused("serve --port 0 " + args, message);
 }
 
 // Two models: the first start-up line names both (scripts read its
@@ -482,12 +482,7 @@ TEST(Cli, CacheEvalRefusesBadInputInOneLine) {
       {"cache-eval --data " + temp_path("absent.jsonl"), "cannot open"},
       {"cache-eval --data " + bad.path(), ":1: unknown kind 'x'"},
       {"cache-eval --data " LLMSERVE_SEMANTIC_PAIRS " --ngram-min 5 --ngram-max 3", "n-gram sizes"}};
-  for (const auto& [args, message] : cases) {
-    const Result r = run(args);
-    EXPECT_EQ(r.exit_code, 1) << args << ": " << r.out;
-    EXPECT_NE(r.out.find(message), std::string::npos) << args << ": " << r.out;
-    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << args << ": " << r.out;
-  }
+  for (const auto& [args, message] : cases) expect_refused(args, message, false);
 }
 
 // The router's flags: both models or neither, names that are served, two
@@ -503,12 +498,7 @@ TEST(Cli, ServeRefusesBadRouterFlags) {
       {two + " --router-small a --router-large b --router-name b", "error: --router-name 'b' is also a served model's name"},
       {"-m a=" + tiny_model() + " --router-small a --router-large b", "error: the router needs two served models"},
   };
-  for (const auto& [args, message] : cases) {
-    const Result r = run("serve --port 0 -t 1 " + args);
-    EXPECT_EQ(r.exit_code, 1) << args << ": " << r.out;
-    EXPECT_TRUE(r.out.starts_with(message)) << args << ": " << r.out;
-    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << args << ": " << r.out;
-  }
+  for (const auto& [args, message] : cases) expect_refused("serve --port 0 -t 1 " + args, message);
 }
 
 // router-eval on the repository's labeled set: the table's shape, the
@@ -554,12 +544,7 @@ TEST(Cli, RouterEvalRefusesBadInputInOneLine) {
       {"router-eval --data " + bad.path() + models, ":1: \"label\" must be \"easy\" or \"hard\""},
       {"router-eval --data " LLMSERVE_ROUTER_PROMPTS " --small " + temp_path("absent.gguf") + " --large " + small, "absent.gguf"},
       {"router-eval --data " LLMSERVE_ROUTER_PROMPTS " --small " + small, "--large is required"}};
-  for (const auto& [args, message] : cases) {
-    const Result r = run(args);
-    EXPECT_EQ(r.exit_code, 1) << args << ": " << r.out;
-    EXPECT_NE(r.out.find(message), std::string::npos) << args << ": " << r.out;
-    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << args << ": " << r.out;
-  }
+  for (const auto& [args, message] : cases) expect_refused(args, message, false);
 }
 
 // serve's response-cache flags: a value that cannot work, a model name that
@@ -591,12 +576,7 @@ TEST(Cli, ServeRefusesBadCacheFlags) {
       {"--cache exact --cache-embedder ngram", "--cache-embedder"},  // a default, given: still semantic-only
       {"--cache exact --cache-verify on", "--cache-verify"},
   };
-  for (const auto& [args, flag] : cases) {
-    const Result r = run("serve --port 0 -t 1 " + m + " " + args);
-    EXPECT_EQ(r.exit_code, 1) << args << ": " << r.out;
-    EXPECT_TRUE(r.out.starts_with("error: " + flag + ": ")) << args << ": " << r.out;
-    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << args << ": " << r.out;
-  }
+  for (const auto& [args, flag] : cases) expect_refused("serve --port 0 -t 1 " + m + " " + args, "error: " + flag + ": ");
 }
 
 // serve's key flags: a key beside a key file, an empty key, a key file that
@@ -616,12 +596,7 @@ TEST(Cli, ServeRefusesBadKeyFlags) {
       {"--api-key shared --admin-key-file " + keys.path(), "--admin-key-file: a key is also an API key (--api-key)"},
       {"--api-key-file " + keys.path() + " --admin-key shared", "--admin-key: a key is also an API key (--api-key-file)"},
   };
-  for (const auto& [args, message] : cases) {
-    const Result r = run("serve --port 0 -t 1 -m " + tiny_model() + " " + args);
-    EXPECT_EQ(r.exit_code, 1) << args << ": " << r.out;
-    EXPECT_TRUE(r.out.starts_with("error: " + message)) << args << ": " << r.out;
-    EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << args << ": " << r.out;
-  }
+  for (const auto& [args, message] : cases) expect_refused("serve --port 0 -t 1 -m " + tiny_model() + " " + args, "error: " + message);
 }
 
 // serve --admin-key: the start-up line counts the keys; DELETE /v1/cache

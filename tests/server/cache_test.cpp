@@ -35,8 +35,7 @@ class CacheTest : public ServerTest {
   // The x-llmserve-cache header of a 200 answer.
   static std::string layer(const HttpResult& r) {
     EXPECT_EQ(r.status, 200) << r.body;
-    const std::string* h = find_header(r, "x-llmserve-cache");
-    return h ? *h : "(none)";
+    return header(r, "x-llmserve-cache");
   }
   static std::string text(const HttpResult& r) { return Json::parse(r.body)["choices"][0]["text"].get<std::string>(); }
   // The text of a streamed answer's chunks, choice 0.

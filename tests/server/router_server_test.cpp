@@ -36,17 +36,9 @@ class RouterServerTest : public ServerTest {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     return server_->api().in_flight() == 0;
   }
-  static std::string header(const HttpResult& r, const std::string& name) {
-    const std::string* v = find_header(r, name);
-    return v ? *v : "(none)";
-  }
   std::string metrics_text() {
     HttpClient c = client();
     return c.request("GET", "/metrics", "").body;
-  }
-  static std::string route_of(const HttpResult& r) {
-    const std::string* v = find_header(r, "x-llmserve-route");
-    return v ? *v : "(none)";
   }
 };
 
@@ -111,12 +103,12 @@ TEST_F(RouterServerTest, ThresholdZeroSendsEverythingLarge) {
   start_routed(small, large, 0.0);
   const HttpResult r = post("/v1/completions", {{"model", "auto"}, {"prompt", "Once upon a time"}, {"max_tokens", 4}});
   ASSERT_EQ(r.status, 200) << r.body;
-  EXPECT_EQ(route_of(r), "large");
+  EXPECT_EQ(header(r, "x-llmserve-route"), "large");
   EXPECT_EQ(Json::parse(r.body)["model"], "large");
   const HttpResult chat =
       post("/v1/chat/completions", {{"model", "auto"}, {"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"max_tokens", 4}});
   ASSERT_EQ(chat.status, 200) << chat.body;
-  EXPECT_EQ(route_of(chat), "large");
+  EXPECT_EQ(header(chat, "x-llmserve-route"), "large");
   EXPECT_NE(metrics_text().find("llmserve:router_decisions_total{model_name=\"large\"} 2\n"), std::string::npos)
       << metrics_text();
 }
@@ -130,7 +122,7 @@ TEST_F(RouterServerTest, ThresholdOneSendsEverythingSmallWhichReusesTheScoringPr
   const std::string prompt = "Once upon a time, there was a little girl named Lily. She loved to play outside in the park.";
   const HttpResult r = post("/v1/completions", {{"model", "auto"}, {"prompt", prompt}, {"max_tokens", 4}});
   ASSERT_EQ(r.status, 200) << r.body;
-  EXPECT_EQ(route_of(r), "small");
+  EXPECT_EQ(header(r, "x-llmserve-route"), "small");
   EXPECT_EQ(Json::parse(r.body)["model"], "small");
   const engine::EngineMetrics m = server_->engine().metrics(0);
   EXPECT_GE(m.scheduler.prefix_hit_tokens, 16u) << "the generation found at least one block of the prompt cached";
@@ -139,7 +131,6 @@ TEST_F(RouterServerTest, ThresholdOneSendsEverythingSmallWhichReusesTheScoringPr
   EXPECT_EQ(text.find("llmserve:router_decisions_total{model_name=\"large\"}"), std::string::npos) << text;
   EXPECT_TRUE(slots_return());  // the scoring prefill's queue slot is given back
 }
-
 
 // A request naming a served model is not routed; token-id prompts cannot be.
 TEST_F(RouterServerTest, NamedModelsAreNotRoutedAndTokenPromptsAreRefused) {

@@ -134,4 +134,10 @@ inline const std::string* find_header(const HttpResult& r, const std::string& na
   return nullptr;
 }
 
+// A header's value, or "(none)".
+inline std::string header(const HttpResult& r, const std::string& name) {
+  const std::string* v = find_header(r, name);
+  return v ? *v : "(none)";
+}
+
 }  // namespace llmserve::server

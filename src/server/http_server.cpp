@@ -193,6 +193,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   void read_header() {
     if (closed_) return;
+    // After the client's EOF no request can follow what is buffered, and a
+    // read would never end (asio waits for a readiness edge the EOF used up;
+    // a partial request buffered before the EOF waits out header_timeout).
+    if (peer_eof_ && buf_.size() == 0) return fail();
     parser_.emplace();
     parser_->header_limit(static_cast<uint32_t>(srv_.config.max_header_bytes));
     parser_->body_limit(srv_.config.max_body_bytes);
@@ -316,6 +320,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // refused), so the kernel does not reset the connection before the client
   // has read our answer.
   void graceful_close() {
+    if (peer_eof_) return fail();  // nothing left to drain
     boost::system::error_code ignored;
     sock_.shutdown(tcp::socket::shutdown_send, ignored);
     read_timer_.cancel();

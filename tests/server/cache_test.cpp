@@ -322,6 +322,9 @@ class ModelEmbedderTest : public CacheTest {
   // A gauge or counter without labels, from /metrics; -1 when absent.
   double unlabeled(const std::string& name) {
     HttpClient c = client();
+    return unlabeled(name, c);
+  }
+  static double unlabeled(const std::string& name, HttpClient& c) {
     const std::string text = c.request("GET", "/metrics", "").body;
     const size_t at = text.find("\n" + name + " ");
     return at == std::string::npos ? -1 : std::stod(text.substr(at + name.size() + 2));
@@ -403,9 +406,10 @@ TEST_F(ModelEmbedderTest, AClientGoneDuringTheEmbeddingLeavesNoQueueSlot) {
     ASSERT_EQ(server_->api().in_flight(), 1);
     gone.reset();
   }
-  // The server has seen the reset once only this /metrics request's connection is open.
+  // The server has seen the reset once only the poll's connection is open.
   bool reset_seen = false;
-  until([&] { return reset_seen = unlabeled("llmserve:http_open_connections") == 1; });
+  HttpClient poll = client();  // kept alive: polling opens no connections to count
+  until([&] { return reset_seen = unlabeled("llmserve:http_open_connections", poll) == 1; });
   ASSERT_TRUE(reset_seen);
   EXPECT_EQ(server_->api().in_flight(), 1);  // the embedding has not finished
   hold->open();

@@ -30,19 +30,6 @@ double quantize(std::span<const float> v, int8_t* out) {
 
 }  // namespace
 
-float dot(const float* a, const float* b, size_t n) {
-  // Eight independent sums, so the compiler keeps them in vector lanes.
-  constexpr size_t kLanes = 8;
-  float acc[kLanes] = {};
-  size_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (size_t j = 0; j < kLanes; ++j) acc[j] += a[i + j] * b[i + j];
-  float sum = 0;
-  for (; i < n; ++i) sum += a[i] * b[i];
-  for (const float v : acc) sum += v;
-  return sum;
-}
-
 size_t SemanticIndex::row_bytes(size_t dims) {
   return dims * sizeof(int8_t) + sizeof(double) + sizeof(uint64_t) + sizeof(TimePoint);
 }

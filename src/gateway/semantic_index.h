@@ -16,9 +16,6 @@ namespace llmserve::gateway {
 
 using TimePoint = std::chrono::steady_clock::time_point;
 
-// Dot product of two float arrays of length n.
-float dot(const float* a, const float* b, size_t n);
-
 // Throws Error unless `embedding` can be indexed: at most
 // SemanticIndex::kMaxDims values, all finite.
 void check_embedding(std::span<const float> embedding);

@@ -7,11 +7,11 @@
 
 #include "core/error.h"
 #include "gateway/ngram_embedder.h"
-#include "gateway/semantic_index.h"
+#include "reference_dot.h"
 
 namespace {
 
-using llmserve::gateway::dot;
+using llmserve::gateway::test::dot;
 using llmserve::gateway::NgramConfig;
 using llmserve::gateway::NgramEmbedder;
 
